@@ -1,0 +1,236 @@
+"""``audiodeploy.lower``: PyTorch module(s) -> ExecuTorch program with XNNPACK delegates.
+
+How computed GEMM weights reach the delegate, on ExecuTorch 1.5.1's public API
+------------------------------------------------------------------------------
+1.5.1 leaves no hook inside lowering where a fold could go: the partitioner runs
+on a fake-tensor copy and lowering asserts that ``partition()`` left the graph
+unchanged; ``XnnpackBackend.preprocess`` runs a fixed pass list; a backend is
+found, and dispatched at run time, by its class name, so a renamed or wrapped
+backend would not run on a stock runtime. And the fold must come before edge
+decomposition, since whether ``linear`` is kept whole for XNNPACK depends on its
+weight being a parameter.
+
+So the fold is applied to the exported ATen program, and the real partitioner
+then decides:
+
+1. ``torch.export`` each method;
+2. plan the folds (:mod:`~audiodeploy.lowering.passes.fold_computed_gemm_weights`):
+   every GEMM whose weight or bias is a pure computation on constant data, unless
+   folding could not replace that computation outright (each rejection keeps its
+   reason);
+3. apply every planned fold and lower with the stock XNNPACK partitioner (one
+   config swapped, see :mod:`~audiodeploy.lowering.partitioner`);
+4. a folded constant that did not end up inside a delegate means XNNPACK declined
+   its GEMM for another reason; such folds are dropped and step 3 runs again from
+   the unfolded program, so that outside the delegates the program is exactly
+   what stock lowering produces. In the usual case every fold lands and
+   lowering runs once.
+
+Identical folds in several methods are stored once: XNNPACK's named data store
+keys constants by a hash of their bytes, and the folds are computed the same way
+in every method.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Mapping
+
+import torch
+from executorch.exir import (
+    EdgeProgramManager,
+    ExecutorchBackendConfig,
+    ExecutorchProgramManager,
+    to_edge_transform_and_lower,
+)
+from executorch.exir.passes.init_mutable_pass import InitializedMutableBufferPass
+from torch.export import ExportedProgram
+
+from audiodeploy._files import atomic_write_bytes
+from audiodeploy.lowering.partitioner import ExplainingXnnpackPartitioner
+from audiodeploy.lowering.passes.fold_computed_gemm_weights import (
+    AppliedFold,
+    FoldCandidate,
+    apply_folds,
+    plan_folds,
+)
+from audiodeploy.lowering.report import Fold, LoweringReport, MethodReport, NotFolded, describe_lowered_method
+
+logger = logging.getLogger(__name__)
+
+_DELEGATE_CALL = torch.ops.higher_order.executorch_call_delegate
+
+
+@dataclass(frozen=True)
+class Method:
+    """One method of a program: a module, its example inputs and optional dynamic shapes."""
+
+    module: torch.nn.Module
+    example_inputs: tuple[Any, ...]
+    dynamic_shapes: Any = None
+    """As ``torch.export.export`` takes them, e.g. ``({2: Dim("length", max=4000)},)``."""
+
+
+class LoweredProgram:
+    """An ExecuTorch program (.pte bytes) and the report of how it was lowered.
+
+    ``external_data`` maps a tag to the bytes of its .ptd file: the delegate
+    constants whose parameters the user tagged for external data (empty unless
+    the module was tagged, e.g. with ExecuTorch's
+    ``delegate_external_constants_pass_unlifted``).
+    """
+
+    def __init__(self, buffer: bytes, report: LoweringReport, external_data: Mapping[str, bytes] | None = None) -> None:
+        self.buffer = buffer
+        self.report = report
+        self.external_data = dict(external_data or {})
+
+    def save(self, path: str | os.PathLike[str]) -> Path:
+        """Write the .pte atomically (and each ``<tag>.ptd`` beside it): complete or not there."""
+        path = Path(path)
+        for tag, data in self.external_data.items():
+            atomic_write_bytes(path.parent / f"{tag}.ptd", data)
+        return atomic_write_bytes(path, self.buffer)
+
+
+def lower(
+    program: torch.nn.Module | Mapping[str, Method],
+    example_inputs: tuple[Any, ...] | None = None,
+    *,
+    dynamic_shapes: Any = None,
+    fold: bool = True,
+) -> LoweredProgram:
+    """Export, fold computed GEMM weights, lower to XNNPACK and serialize.
+
+    ``program`` is a module (one method, ``forward``, with ``example_inputs`` and
+    optional ``dynamic_shapes``) or a mapping of method name -> :class:`Method`
+    for a multi-method program. ``fold=False`` gives stock ExecuTorch lowering,
+    for comparison.
+    """
+    methods = _as_methods(program, example_inputs, dynamic_shapes)
+    # run_decompositions({}) only functionalizes (in-place buffer updates become
+    # BUFFER_MUTATION outputs); it is the same first step to_edge takes.
+    exported = {
+        name: torch.export.export(m.module, tuple(m.example_inputs), dynamic_shapes=m.dynamic_shapes).run_decompositions(
+            {}
+        )
+        for name, m in methods.items()
+    }
+    plans = {name: plan_folds(ep) if fold else None for name, ep in exported.items()}
+    to_fold: dict[str, list[FoldCandidate]] = {name: list(p.candidates) if p else [] for name, p in plans.items()}
+    declined_folds: dict[str, list[NotFolded]] = {name: [] for name in exported}
+
+    while True:
+        folded = {name: apply_folds(ep, to_fold[name]) for name, ep in exported.items()}
+        partitioners = {name: ExplainingXnnpackPartitioner() for name in exported}
+        edge = to_edge_transform_and_lower(
+            {name: ep for name, (ep, _) in folded.items()},
+            partitioner={name: [p] for name, p in partitioners.items()},
+        )
+        outside = {
+            name: _folds_outside_delegates(edge.exported_program(name), applied, partitioners[name].decline_reasons)
+            for name, (_, applied) in folded.items()
+        }
+        if not any(outside.values()):
+            break
+        for name, rejected in outside.items():
+            for candidate, reason in rejected:
+                to_fold[name].remove(candidate)
+                declined_folds[name].append(NotFolded(candidate.gemm_label, reason))
+
+    # Described before to_executorch(), which rewrites the edge programs in place.
+    methods_report = {
+        name: _method_report(name, edge, folded[name][1], plans[name], declined_folds[name], partitioners[name])
+        for name in exported
+    }
+    # Mutable buffers keep their initial values, as in eager PyTorch (1.5.1 otherwise
+    # serializes only their shape and the program starts from zeros).
+    executorch_program = edge.to_executorch(
+        ExecutorchBackendConfig(passes=[InitializedMutableBufferPass(patterns=[""])])
+    )
+    buffer = executorch_program.buffer
+    report = LoweringReport(fold=fold, pte_bytes=len(buffer), methods=methods_report)
+    for method in report.methods.values():
+        if method.gemms_not_delegated:
+            logger.warning(
+                "%s: %d GEMM(s) stay outside XNNPACK delegates and run on portable kernels: %s",
+                method.name,
+                len(method.gemms_not_delegated),
+                "; ".join(f"{g.gemm}: {g.reason}" for g in method.gemms_not_delegated),
+            )
+    return LoweredProgram(buffer, report, _external_data(executorch_program))
+
+
+def _external_data(executorch_program: ExecutorchProgramManager) -> dict[str, bytes]:
+    # The public API writes .ptd files to a directory, it does not hand out bytes.
+    with tempfile.TemporaryDirectory() as directory:
+        executorch_program.write_tensor_data_to_file(directory)
+        return {path.stem: path.read_bytes() for path in Path(directory).glob("*.ptd")}
+
+
+def _as_methods(
+    program: torch.nn.Module | Mapping[str, Method],
+    example_inputs: tuple[Any, ...] | None,
+    dynamic_shapes: Any,
+) -> dict[str, Method]:
+    if isinstance(program, torch.nn.Module):
+        if example_inputs is None:
+            raise TypeError("lower(module, example_inputs): example_inputs is required for a module")
+        return {"forward": Method(program, tuple(example_inputs), dynamic_shapes)}
+    if example_inputs is not None or dynamic_shapes is not None:
+        raise TypeError("with several methods, give example inputs and dynamic shapes in each Method")
+    methods = dict(program)
+    if not methods or not all(isinstance(m, Method) for m in methods.values()):
+        raise TypeError("lower() takes a module, or a non-empty mapping of method name -> audiodeploy.Method")
+    return methods
+
+
+def _folds_outside_delegates(
+    lowered: ExportedProgram, applied: list[AppliedFold], decline_reasons: dict[str, list[str]]
+) -> list[tuple[FoldCandidate, str]]:
+    """Folds whose constant is still read by an op outside the delegates, with XNNPACK's reason."""
+    placeholders = {n.name: n for n in lowered.graph.nodes if n.op == "placeholder"}
+    outside = []
+    for fold in applied:
+        users = [
+            user
+            for constant, _ in fold.constants
+            if constant in placeholders
+            for user in placeholders[constant].users
+            if user.target is not _DELEGATE_CALL
+        ]
+        if users:
+            reasons = [r for user in users for r in decline_reasons.get(user.name, [])]
+            reason = "XNNPACK declines this GEMM even with a static weight: " + (
+                "; ".join(dict.fromkeys(reasons)) or "no reason given"
+            )
+            outside.append((fold.candidate, reason))
+    return outside
+
+
+def _method_report(
+    name: str,
+    edge: EdgeProgramManager,
+    applied: list[AppliedFold],
+    plan: Any,
+    declined_folds: list[NotFolded],
+    partitioner: ExplainingXnnpackPartitioner,
+) -> MethodReport:
+    folds = tuple(
+        Fold(
+            gemm=a.candidate.gemm_label,
+            sources=a.candidate.source_targets,
+            constants=tuple(target for _, target in a.constants),
+            bytes_freed=a.candidate.bytes_freed,
+            bytes_written=a.candidate.bytes_written,
+        )
+        for a in applied
+    )
+    not_folded = tuple(NotFolded(r.gemm_label, r.reason) for r in (plan.rejections if plan else ())) + tuple(
+        declined_folds
+    )
+    return describe_lowered_method(name, edge.exported_program(name), partitioner.decline_reasons, folds, not_folded)

@@ -1,0 +1,99 @@
+"""The XNNPACK partitioner audiodeploy lowers with, and the reasons it gives.
+
+Stock ``XnnpackPartitioner`` with one config replaced: 1.5.1's addmm lowering
+ignores ``alpha`` and ``beta``, so ``torch.addmm(b, x, w, alpha=2, beta=3)`` would
+be delegated and return wrong results; :class:`DefaultScaleAddmmConfig` declines it.
+This fix applies to every lowering, ``fold=False`` included: a wrong result is
+never a useful baseline.
+
+1.5.1 explains each declined node only in a DEBUG log record
+(``WhyNoPartition``); :func:`capture_decline_reasons` collects those records while
+a lowering runs, so the report can say why a GEMM stayed outside the delegates.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from typing import Iterator
+
+import torch
+from executorch.backends.xnnpack.partition.config import ALL_PARTITIONER_CONFIGS
+from executorch.backends.xnnpack.partition.config.gemm_configs import AddmmConfig
+from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
+from executorch.exir.backend.partitioner import PartitionResult
+from executorch.exir.backend.utils import WhyNoPartition
+from torch.export import ExportedProgram
+
+_logger = logging.getLogger(__name__)
+_why = WhyNoPartition(logger=_logger)
+
+# Loggers whose DEBUG records carry WhyNoPartition reasons.
+_REASON_LOGGERS = ("executorch.backends.xnnpack.partition", __name__)
+
+
+class DefaultScaleAddmmConfig(AddmmConfig):
+    """addmm, delegated only when ``alpha == beta == 1`` (what XNNPACK computes)."""
+
+    def check_constraints(self, node: torch.fx.Node, ep: ExportedProgram) -> bool:
+        alpha = node.kwargs.get("alpha", 1)
+        beta = node.kwargs.get("beta", 1)
+        if alpha != 1 or beta != 1:
+            _why(node, f"XNNPACK's addmm ignores alpha and beta (alpha={alpha}, beta={beta})")
+            return False
+        return super().check_constraints(node, ep)
+
+
+PARTITIONER_CONFIGS = [DefaultScaleAddmmConfig if c is AddmmConfig else c for c in ALL_PARTITIONER_CONFIGS]
+
+
+class ExplainingXnnpackPartitioner(XnnpackPartitioner):
+    """XNNPACK partitioner that keeps, after ``partition()``, why it declined each node.
+
+    Use one instance per method: ``decline_reasons`` maps node names of the last
+    partitioned program to the reasons given.
+    """
+
+    def __init__(self) -> None:
+        super().__init__(configs=PARTITIONER_CONFIGS)
+        self.decline_reasons: dict[str, list[str]] = {}
+
+    def partition(self, exported_program: ExportedProgram) -> PartitionResult:
+        with capture_decline_reasons() as reasons:
+            result = super().partition(exported_program)
+        self.decline_reasons = reasons
+        return result
+
+
+class _ReasonCollector(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__(level=logging.DEBUG)
+        self.reasons: dict[str, list[str]] = {}
+
+    def emit(self, record: logging.LogRecord) -> None:
+        why = record.msg
+        # WhyNoPartition is reused for every node: read it now, not later.
+        if isinstance(why, WhyNoPartition) and why.node is not None:
+            node_reasons = self.reasons.setdefault(why.node.name, [])
+            if why.reason not in node_reasons:
+                node_reasons.append(why.reason)
+
+
+@contextlib.contextmanager
+def capture_decline_reasons() -> Iterator[dict[str, list[str]]]:
+    """Collect node name -> reasons the partitioner declined it, without printing them."""
+    collector = _ReasonCollector()
+    saved = []
+    for name in _REASON_LOGGERS:
+        logger = logging.getLogger(name)
+        saved.append((logger, logger.level, logger.propagate))
+        logger.setLevel(logging.DEBUG)
+        logger.propagate = False  # keep DEBUG records out of the root handlers
+        logger.addHandler(collector)
+    try:
+        yield collector.reasons
+    finally:
+        for logger, level, propagate in saved:
+            logger.removeHandler(collector)
+            logger.setLevel(level)
+            logger.propagate = propagate

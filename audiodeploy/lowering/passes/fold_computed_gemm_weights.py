@@ -1,0 +1,431 @@
+"""Fold a GEMM's computed weight (and bias) into one constant.
+
+ExecuTorch 1.5.1's XNNPACK partitioner delegates a convolution, linear, addmm or
+mm only when its weight and bias are static parameters. A weight computed from
+parameters (``weight_norm``, ``spectral_norm``, ``A * 2``) makes it decline the
+GEMM, which then runs on the portable kernels together with its weight
+computation. This pass replaces such a computation by the tensor it produces,
+registered as a parameter of the program::
+
+    before                                        after
+
+    g ──┐                                         conv.weight (parameter, contiguous)
+    v ──┴─ _weight_norm ─┐                                    │
+                 x ──────┴─ conv1d ── y           x ── conv1d ┴─ y
+             bias ───────┘                     bias ──┘
+
+It works on the ATen program that ``torch.export`` returns, before edge
+decomposition: whether ``linear`` survives to the partitioner depends on its
+weight being a parameter, so folding later would be too late.
+
+The pass is split in two so that the caller can decide which folds to apply:
+:func:`plan_folds` finds the candidates and rejects, each with its reason, every
+fold that could not replace its computation outright; :func:`apply_folds` builds
+a new program with a chosen subset applied (the input program is not changed).
+
+A candidate is rejected, and the pass leaves its GEMM as it is, when
+
+* the computation reads a user input, a buffer the method mutates, or an op that
+  is not a pure function of its inputs (random, in-place), or its shape depends
+  on the input's shape;
+* a source or an intermediate is used by anything but the computation (another
+  op, another GEMM, or the GEMM itself in another slot): freeing it would change
+  the program, and keeping it would store it twice;
+* the folded tensors are larger than the sources they free (a low-rank ``A @ B``);
+* a source is tagged for an external data file (.ptd): the user asked for those
+  bytes to live outside the program.
+
+The pass does nothing on a program whose GEMMs all take parameters directly.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+from dataclasses import dataclass
+from typing import Iterable, Sequence
+
+import torch
+from torch._export.utils import is_buffer, is_lifted_tensor_constant, is_param
+from torch.export import ExportedProgram
+from torch.export.graph_signature import (
+    ExportGraphSignature,
+    InputKind,
+    InputSpec,
+    TensorArgument,
+)
+
+aten = torch.ops.aten
+
+# GEMM op packet -> {argument index: slot name} of the arguments XNNPACK needs static.
+GEMM_STATIC_SLOTS: dict[torch._ops.OpOverloadPacket, dict[int, str]] = {
+    aten.conv1d: {1: "weight", 2: "bias"},
+    aten.conv2d: {1: "weight", 2: "bias"},
+    aten.conv3d: {1: "weight", 2: "bias"},
+    aten.convolution: {1: "weight", 2: "bias"},
+    aten._convolution: {1: "weight", 2: "bias"},
+    aten.conv_transpose1d: {1: "weight", 2: "bias"},
+    aten.conv_transpose2d: {1: "weight", 2: "bias"},
+    aten.conv_transpose3d: {1: "weight", 2: "bias"},
+    aten.linear: {1: "weight", 2: "bias"},
+    aten.addmm: {2: "weight", 0: "bias"},
+    aten.mm: {1: "weight"},
+    aten.matmul: {1: "weight"},
+}
+
+
+@dataclass(frozen=True)
+class FoldCandidate:
+    """One GEMM whose computed weight and/or bias can be replaced by constants."""
+
+    gemm: str
+    """Name of the GEMM node in the exported program."""
+    gemm_label: str
+    """``op @ module.path``, for people."""
+    roots: tuple[tuple[str, str], ...]
+    """(slot name, node name) of each computed argument that is folded."""
+    computation: tuple[str, ...]
+    """Nodes of the computation, in graph order."""
+    sources: tuple[str, ...]
+    """Placeholder (or get_attr) nodes the computation reads; freed by the fold."""
+    source_targets: tuple[str, ...]
+    """State-dict names of the sources."""
+    bytes_freed: int
+    bytes_written: int
+
+
+@dataclass(frozen=True)
+class FoldRejection:
+    gemm: str
+    gemm_label: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class FoldPlan:
+    candidates: tuple[FoldCandidate, ...]
+    rejections: tuple[FoldRejection, ...]
+
+
+@dataclass(frozen=True)
+class AppliedFold:
+    candidate: FoldCandidate
+    constants: tuple[tuple[str, str], ...]
+    """(placeholder name, state-dict target) of each constant written."""
+
+
+def gemm_label(node: torch.fx.Node) -> str:
+    """``linear @ encoder.layers.0.fc``: the op and the module that called it."""
+    parts = getattr(node.target, "__name__", str(node.target)).split(".")
+    op = parts[-2] if len(parts) >= 2 else parts[0]  # aten.convolution.default -> convolution
+    return f"{op} @ {module_path(node) or '(top-level module)'}"
+
+
+def module_path(node: torch.fx.Node) -> str:
+    stack = node.meta.get("nn_module_stack") or {}
+    if not stack:
+        return ""
+    path, _ = list(stack.values())[-1]
+    return path
+
+
+def static_slots(node: torch.fx.Node) -> dict[int, str]:
+    if node.op != "call_function" or not isinstance(node.target, torch._ops.OpOverload):
+        return {}
+    return GEMM_STATIC_SLOTS.get(node.target.overloadpacket, {})
+
+
+def _nbytes(node: torch.fx.Node) -> int:
+    val = node.meta.get("val")
+    if not isinstance(val, torch.Tensor):
+        return 0
+    return int(val.numel()) * val.element_size()
+
+
+def _has_symbolic_shape(node: torch.fx.Node) -> bool:
+    val = node.meta.get("val")
+    if isinstance(val, torch.Tensor):
+        return any(isinstance(d, torch.SymInt) for d in val.shape)
+    return isinstance(val, (torch.SymInt, torch.SymFloat, torch.SymBool))
+
+
+def _external_tag(node: torch.fx.Node) -> str | None:
+    custom = node.meta.get("custom") or {}
+    return custom.get("delegate_constant_tag") or node.meta.get("constant_tag")
+
+
+def _is_pure(target: object) -> bool:
+    if isinstance(target, torch._ops.OpOverload):
+        return not target._schema.is_mutable and torch.Tag.nondeterministic_seeded not in target.tags
+    import operator
+
+    return target is operator.getitem
+
+
+class _Reject(Exception):
+    pass
+
+
+def _mutated_buffers(ep: ExportedProgram) -> set[str]:
+    return set(ep.graph_signature.buffers_to_mutate.values())
+
+
+def _source_kind_error(ep: ExportedProgram, node: torch.fx.Node, mutated: set[str]) -> str | None:
+    """Why ``node`` cannot be a source of a fold, or None if it is constant data."""
+    if node.op == "get_attr":
+        return None
+    if is_param(ep, node) or is_lifted_tensor_constant(ep, node):
+        return None
+    if is_buffer(ep, node):
+        target = ep.graph_signature.inputs_to_buffers[node.name]
+        if target in mutated:
+            return f"it reads buffer `{target}`, which this method mutates"
+        return None
+    return None if node.op != "placeholder" else "input"
+
+
+def _collect(
+    ep: ExportedProgram, roots: Sequence[torch.fx.Node], mutated: set[str]
+) -> tuple[list[torch.fx.Node], list[torch.fx.Node]] | None:
+    """Computation and source nodes behind ``roots``; None when a root reads a user input.
+
+    Raises _Reject when the computation is constant but cannot be folded.
+    """
+    computation: set[torch.fx.Node] = set()
+    sources: set[torch.fx.Node] = set()
+    stack = list(roots)
+    while stack:
+        node = stack.pop()
+        if node in computation or node in sources:
+            continue
+        if node.op in ("placeholder", "get_attr"):
+            error = _source_kind_error(ep, node, mutated)
+            if error == "input":
+                return None
+            if error:
+                raise _Reject(error)
+            sources.add(node)
+            continue
+        if node.op != "call_function":
+            return None
+        if not _is_pure(node.target):
+            raise _Reject(f"`{node.name}` ({node.target}) is not a pure function of its inputs")
+        if _has_symbolic_shape(node):
+            return None
+        computation.add(node)
+        stack.extend(node.all_input_nodes)
+    order = {n: i for i, n in enumerate(ep.graph.nodes)}
+    return sorted(computation, key=order.__getitem__), sorted(sources, key=order.__getitem__)
+
+
+def _check_exclusive(
+    gemm: torch.fx.Node,
+    roots: dict[torch.fx.Node, int],
+    computation: list[torch.fx.Node],
+    sources: list[torch.fx.Node],
+) -> None:
+    """Every node of the fold must be used only inside it, each root only by the GEMM."""
+    inside = set(computation)
+    for node in [*computation, *sources]:
+        for user in node.users:
+            if user in inside:
+                if node in roots:
+                    raise _Reject(
+                        f"intermediate `{node.name}` feeds the GEMM and also the computation of its other argument"
+                    )
+                continue
+            if user is gemm:
+                slots = [i for i, a in enumerate(gemm.args) if a is node]
+                if node in roots and slots == [roots[node]] and node not in gemm.kwargs.values():
+                    continue
+                what = "source" if node in sources else "intermediate"
+                raise _Reject(f"{what} `{node.name}` is also another input of the GEMM")
+            if static_slots(user):
+                raise _Reject(f"`{node.name}` is shared with another GEMM `{user.name}`")
+            raise _Reject(f"`{node.name}` is also used by `{user.name}` outside the weight computation")
+
+
+def plan_folds(ep: ExportedProgram) -> FoldPlan:
+    """Find every GEMM with a computed weight or bias and decide whether it can be folded."""
+    mutated = _mutated_buffers(ep)
+    candidates: list[FoldCandidate] = []
+    rejections: list[FoldRejection] = []
+    for gemm in ep.graph.nodes:
+        slots = static_slots(gemm)
+        roots = {
+            arg: index
+            for index, arg in enumerate(gemm.args)
+            if index in slots and isinstance(arg, torch.fx.Node) and arg.op == "call_function"
+        }
+        if not roots:
+            continue
+        label = gemm_label(gemm)
+        try:
+            collected = _collect(ep, list(roots), mutated)
+            if collected is None:
+                continue  # computed from the input: an activation, not a weight
+            computation, sources = collected
+            for source in sources:
+                tag = _external_tag(source)
+                if tag:
+                    raise _Reject(f"source `{source.name}` is tagged for external data `{tag}`")
+            _check_exclusive(gemm, roots, computation, sources)
+            written = sum(_nbytes(root) for root in roots)
+            freed = sum(_nbytes(source) for source in sources)
+            if written > freed:
+                raise _Reject(
+                    f"folding would grow the program: it writes {written} bytes and frees {freed}"
+                )
+        except _Reject as rejection:
+            rejections.append(FoldRejection(gemm.name, label, str(rejection)))
+            continue
+        candidates.append(
+            FoldCandidate(
+                gemm=gemm.name,
+                gemm_label=label,
+                roots=tuple((slots[index], root.name) for root, index in sorted(roots.items(), key=lambda kv: kv[1])),
+                computation=tuple(n.name for n in computation),
+                sources=tuple(n.name for n in sources),
+                source_targets=tuple(_source_target(ep, n) for n in sources),
+                bytes_freed=freed,
+                bytes_written=written,
+            )
+        )
+    return FoldPlan(tuple(candidates), tuple(rejections))
+
+
+def _source_target(ep: ExportedProgram, node: torch.fx.Node) -> str:
+    if node.op == "get_attr":
+        return str(node.target)
+    sig = ep.graph_signature
+    for mapping in (sig.inputs_to_parameters, sig.inputs_to_buffers, sig.inputs_to_lifted_tensor_constants):
+        if node.name in mapping:
+            return mapping[node.name]
+    raise KeyError(node.name)
+
+
+def _source_value(ep: ExportedProgram, node: torch.fx.Node) -> torch.Tensor:
+    if node.op == "get_attr":
+        return getattr(ep.graph_module, str(node.target))
+    target = _source_target(ep, node)
+    if target in ep.state_dict:
+        return ep.state_dict[target]
+    return ep.constants[target]
+
+
+def _evaluate(ep: ExportedProgram, candidate: FoldCandidate) -> dict[str, torch.Tensor]:
+    """Run the computation on the real tensors; returns root name -> folded tensor."""
+    nodes = {n.name: n for n in ep.graph.nodes}
+    values: dict[torch.fx.Node, object] = {nodes[s]: _source_value(ep, nodes[s]) for s in candidate.sources}
+    with torch.no_grad():
+        for name in candidate.computation:
+            node = nodes[name]
+            args, kwargs = torch.fx.map_arg((node.args, node.kwargs), values.__getitem__)
+            values[node] = node.target(*args, **kwargs)
+    folded = {}
+    for _, root in candidate.roots:
+        value = values[nodes[root]]
+        assert isinstance(value, torch.Tensor)
+        # Contiguous and owning its storage: 1.5.1's XNNPACK serializer hashes a
+        # constant's whole storage, so a view of a larger tensor is written wrong.
+        folded[root] = value.detach().clone(memory_format=torch.contiguous_format)
+    return folded
+
+
+def _unique(name: str, taken: set[str]) -> str:
+    if name not in taken:
+        return name
+    index = 1
+    while f"{name}_folded{'' if index == 1 else index}" in taken:
+        index += 1
+    return f"{name}_folded{'' if index == 1 else index}"
+
+
+def _copy_graph_module(ep: ExportedProgram) -> tuple[torch.fx.GraphModule, dict[str, torch.fx.Node]]:
+    """A copy of the program's graph module, and old node name -> copied node.
+
+    Copying may rename nodes (a placeholder called ``input`` becomes ``input_1``),
+    so every name from the original program goes through the returned mapping.
+    """
+    copied: dict[torch.fx.Node, torch.fx.Node] = {}
+    graph = torch.fx.Graph()
+    output = graph.graph_copy(ep.graph, copied)
+    output_node = graph.output(output)
+    old_output = next(n for n in reversed(ep.graph.nodes) if n.op == "output")
+    output_node.meta = copy.copy(old_output.meta)
+    graph_module = torch.fx.GraphModule(ep.graph_module, graph)
+    return graph_module, {old.name: new for old, new in copied.items()}
+
+
+def _renamed(spec, nodes: dict[str, torch.fx.Node]):
+    if not isinstance(spec.arg, TensorArgument) or spec.arg.name not in nodes:
+        return spec
+    return dataclasses.replace(spec, arg=TensorArgument(nodes[spec.arg.name].name))
+
+
+def apply_folds(ep: ExportedProgram, candidates: Iterable[FoldCandidate]) -> tuple[ExportedProgram, list[AppliedFold]]:
+    """A new program with each candidate's computation replaced by its folded constants."""
+    candidates = list(candidates)
+    if not candidates:
+        return ep, []
+    folded_values = {c.gemm: _evaluate(ep, c) for c in candidates}
+
+    graph_module, nodes = _copy_graph_module(ep)
+    graph = graph_module.graph
+    specs = {
+        nodes[spec.arg.name].name: _renamed(spec, nodes)
+        for spec in ep.graph_signature.input_specs
+        if hasattr(spec.arg, "name")
+    }
+    state_dict = dict(ep.state_dict)
+    constants = dict(ep.constants)
+    taken_targets = set(state_dict) | set(constants) | {s.target for s in specs.values() if s.target}
+
+    placeholders = [n for n in graph.nodes if n.op == "placeholder"]
+    parameters = [n for n in placeholders if specs[n.name].kind == InputKind.PARAMETER]
+    anchor = parameters[-1].next if parameters else placeholders[0] if placeholders else None
+
+    applied = []
+    for candidate in candidates:  # new placeholders first: erasing may remove the anchor's neighbours
+        gemm = nodes[candidate.gemm]
+        written = []
+        for slot, root_name in candidate.roots:
+            root = nodes[root_name]
+            target = _unique(f"{module_path(gemm) or gemm.name}.{slot}", taken_targets)
+            taken_targets.add(target)
+            with graph.inserting_before(anchor):
+                constant = graph.placeholder("p_" + target.replace(".", "_"))
+            constant.meta["val"] = root.meta["val"]
+            if "tensor_meta" in root.meta:
+                constant.meta["tensor_meta"] = root.meta["tensor_meta"]
+            root.replace_all_uses_with(constant)
+            state_dict[target] = torch.nn.Parameter(folded_values[candidate.gemm][root_name], requires_grad=False)
+            specs[constant.name] = InputSpec(InputKind.PARAMETER, TensorArgument(constant.name), target)
+            written.append((constant.name, target))
+        applied.append(AppliedFold(candidate, tuple(written)))
+    for candidate in candidates:
+        for name in reversed(candidate.computation):
+            graph.erase_node(nodes[name])
+        for name, target in zip(candidate.sources, candidate.source_targets):
+            graph.erase_node(nodes[name])
+            specs.pop(name, None)
+            state_dict.pop(target, None)
+            constants.pop(target, None)
+
+    graph.lint()
+    graph_module.recompile()
+    input_specs = [specs[n.name] for n in graph.nodes if n.op == "placeholder"]
+    output_specs = [_renamed(spec, nodes) for spec in ep.graph_signature.output_specs]
+    signature = ExportGraphSignature(input_specs=input_specs, output_specs=output_specs)
+    folded = ExportedProgram(
+        root=graph_module,
+        graph=graph,
+        graph_signature=signature,
+        state_dict=state_dict,
+        range_constraints=copy.copy(ep.range_constraints),
+        module_call_graph=copy.deepcopy(ep.module_call_graph),
+        example_inputs=ep.example_inputs,
+        constants=constants,
+        verifiers=[ep.verifier],
+    )
+    return folded, applied

@@ -1,0 +1,73 @@
+"""The public API: lower() arguments, atomic save, and the report."""
+
+import json
+import os
+
+import pytest
+import torch
+from torch.nn.utils.parametrizations import weight_norm
+
+import audiodeploy
+from audiodeploy.lowering import LoweringReport
+
+
+def weight_norm_conv():
+    torch.manual_seed(0)
+    return weight_norm(torch.nn.Conv1d(8, 8, 4, padding=2, groups=2), dim=2).eval()
+
+
+def test_report_serializes_to_json_and_back():
+    lowered = audiodeploy.lower(weight_norm_conv(), (torch.randn(1, 8, 20),))
+    data = json.loads(lowered.report.to_json())
+    assert LoweringReport.from_dict(data) == lowered.report
+    (fold,) = data["methods"]["forward"]["folds"]
+    assert fold["gemm"] == "conv1d @ (top-level module)"
+    assert sorted(fold["sources"]) == ["parametrizations.weight.original0", "parametrizations.weight.original1"]
+    assert fold["bytes_freed"] > fold["bytes_written"] > 0
+
+
+def test_report_says_why_stock_lowering_is_slow():
+    lowered = audiodeploy.lower(weight_norm_conv(), (torch.randn(1, 8, 20),), fold=False)
+    text = str(lowered.report)
+    assert "stock ExecuTorch" in text
+    assert "GEMM not delegated: convolution @ (top-level module): Expected weight to be a static param" in text
+    assert "aten.convolution x1" in text
+
+
+def test_report_lists_folds_readably():
+    text = str(audiodeploy.lower(weight_norm_conv(), (torch.randn(1, 8, 20),)).report)
+    assert "1 XNNPACK delegate(s); ops outside delegates: none" in text
+    assert "folded 1 computed weight(s)" in text
+
+
+def test_save_is_atomic_and_leaves_nothing_on_failure(tmp_path):
+    lowered = audiodeploy.lower(torch.nn.Linear(4, 4).eval(), (torch.randn(1, 4),))
+    target = tmp_path / "model.pte"
+    lowered.save(target)
+    assert target.read_bytes() == lowered.buffer
+    readonly = tmp_path / "readonly"
+    readonly.mkdir()
+    os.chmod(readonly, 0o500)
+    try:
+        if os.access(readonly, os.W_OK):
+            pytest.skip("running as a user that can write anywhere")
+        with pytest.raises(PermissionError):
+            lowered.save(readonly / "model.pte")
+        assert list(readonly.iterdir()) == []
+    finally:
+        os.chmod(readonly, 0o700)
+
+
+def test_save_over_a_directory_fails_and_leaves_no_temporary_file(tmp_path):
+    lowered = audiodeploy.lower(torch.nn.Linear(4, 4).eval(), (torch.randn(1, 4),))
+    (tmp_path / "model.pte").mkdir()
+    with pytest.raises(OSError):
+        lowered.save(tmp_path / "model.pte")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["model.pte"]
+
+
+def test_several_methods_need_method_objects():
+    with pytest.raises(TypeError, match="audiodeploy.Method"):
+        audiodeploy.lower({"forward": torch.nn.Linear(2, 2)})
+    with pytest.raises(TypeError, match="example_inputs is required"):
+        audiodeploy.lower(torch.nn.Linear(2, 2))
