@@ -1,0 +1,3 @@
+from audiodeploy.cli import main
+
+main()

@@ -1,0 +1,304 @@
+"""Benchmark: wav2vec2-large's positional convolution, lowered four ways.
+
+The module is ``weight_norm(Conv1d(C, C, K, padding=K // 2, groups=G), dim=2)``
+with seeded synthetic weights, run on a ``(1, C, L)`` input. In one run this
+script measures:
+
+- ``stock``: stock ExecuTorch lowering (``audiodeploy.lower(..., fold=False)``);
+  XNNPACK declines the convolution because its weight is computed, so the
+  convolution and the weight-norm computation run on portable kernels;
+- ``audiodeploy``: ``audiodeploy.lower(..., fold=True)``, the computed weight
+  folded into a constant inside the delegate;
+- ``reference``: a fresh module with the same weights whose parametrization was
+  removed by hand (``remove_parametrizations(leave_parametrized=True)``) before
+  stock lowering; what the fold should match;
+- ``eager``: the parametrized module in PyTorch, under ``torch.no_grad()``, with
+  the same thread count as the ExecuTorch runtime.
+
+For each: delegates, ops outside delegates, median latency after warm-up, max
+abs diff vs eager, .pte size and lowering time (export + lower + serialize);
+and the ratios stock/audiodeploy, audiodeploy/reference, audiodeploy/eager.
+The timed calls are interleaved round-robin (see ``_timing.py``). Stock takes
+tens of seconds a call at full size, hence its own, smaller run count.
+
+Defaults are wav2vec2-large's (1024 channels, kernel 128, 16 groups, padding 64,
+sequence length 499, about 1 s of audio). Run from the repository root::
+
+    python benchmarks/pos_conv.py                       # full size, a few minutes
+    python benchmarks/pos_conv.py --channels 64 --kernel 16 --groups 4 --length 50 \\
+        --json /tmp/pos_conv_small.json                 # quick check
+
+The result goes to ``benchmarks/results/pos_conv.json`` unless ``--json`` says otherwise.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+import torch
+from executorch.extension.pybindings import portable_lib
+from torch.nn.utils import parametrizations, parametrize
+
+import audiodeploy
+from audiodeploy._files import atomic_write_text
+from audiodeploy.runtime import Program
+
+from _timing import Runner, machine_info, paired_ratio, time_interleaved
+
+RESULTS = Path(__file__).resolve().parent / "results"
+
+LABELS = {
+    "stock": "stock ExecuTorch (fold=False)",
+    "audiodeploy": "audiodeploy (fold=True)",
+    "reference": "parametrization removed by hand",
+    "eager": "eager PyTorch",
+}
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(
+        description="wav2vec2-large positional convolution (weight_norm Conv1d): stock vs audiodeploy "
+        "lowering vs parametrization removed by hand vs eager.",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    p.add_argument("--channels", type=int, default=1024, help="input = output channels")
+    p.add_argument("--kernel", type=int, default=128, help="kernel size; padding is kernel // 2")
+    p.add_argument("--groups", type=int, default=16, help="convolution groups")
+    p.add_argument("--length", type=int, default=499, help="sequence length (frames)")
+    p.add_argument("--runs", type=int, default=20, help="timed runs of audiodeploy, reference and eager")
+    p.add_argument("--warmup", type=int, default=2, help="warm-up runs of audiodeploy, reference and eager")
+    p.add_argument("--stock-runs", type=int, default=2, help="timed runs of stock lowering (slow)")
+    p.add_argument("--stock-warmup", type=int, default=1, help="warm-up runs of stock lowering")
+    p.add_argument(
+        "--threads",
+        type=int,
+        default=None,
+        help="threads for eager and ExecuTorch (default: ExecuTorch's threadpool size)",
+    )
+    p.add_argument("--seed", type=int, default=0, help="seed of the synthetic weights and input")
+    p.add_argument("--json", type=Path, default=RESULTS / "pos_conv.json", help="where to write the result")
+    args = p.parse_args(argv)
+    if args.channels % args.groups:
+        p.error(f"--channels {args.channels} is not divisible by --groups {args.groups}")
+    if min(args.runs, args.stock_runs) < 1 or min(args.warmup, args.stock_warmup) < 0:
+        p.error("run counts must be >= 1 and warm-up counts >= 0")
+    return args
+
+
+def build_model(channels: int, kernel: int, groups: int, seed: int) -> torch.nn.Module:
+    """The positional convolution as wav2vec2 builds it, with seeded weights, in eval mode."""
+    torch.manual_seed(seed)
+    conv = torch.nn.Conv1d(channels, channels, kernel, padding=kernel // 2, groups=groups)
+    return parametrizations.weight_norm(conv, name="weight", dim=2).eval()
+
+
+def build_reference(model: torch.nn.Module, channels: int, kernel: int, groups: int) -> torch.nn.Module:
+    """A fresh module with ``model``'s weights and its parametrization removed by hand.
+
+    Never a deepcopy: a copied parametrized module shares its generated class with
+    the original, and removing the parametrization from the copy breaks the original.
+    """
+    fresh = build_model(channels, kernel, groups, seed=0)
+    fresh.load_state_dict(model.state_dict())
+    parametrize.remove_parametrizations(fresh, "weight", leave_parametrized=True)
+    with torch.no_grad():
+        assert not parametrize.is_parametrized(fresh)
+        torch.testing.assert_close(fresh.weight, model.weight, rtol=0, atol=0)
+    return fresh.eval()
+
+
+def log(message: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
+
+
+def set_threads(threads: int | None) -> int:
+    """One thread count for eager PyTorch and ExecuTorch's threadpool; returns it."""
+    et_threads = portable_lib._threadpool_get_thread_count()
+    threads = threads or et_threads
+    torch.set_num_threads(threads)
+    if et_threads != threads:
+        # Only before any program is loaded: nothing uses the threadpool yet.
+        portable_lib._unsafe_reset_threadpool(threads)
+    return threads
+
+
+def main(argv: list[str] | None = None) -> dict:
+    args = parse_args(argv)
+    threads = set_threads(args.threads)
+    machine = machine_info(threads)  # before the run: its date is when the run started
+    padding = args.kernel // 2
+    module_desc = (
+        f"weight_norm(Conv1d({args.channels}, {args.channels}, {args.kernel}, padding={padding}, "
+        f"groups={args.groups}), dim=2)"
+    )
+    log(f"{module_desc}, input (1, {args.channels}, {args.length}), {threads} thread(s)")
+
+    model = build_model(args.channels, args.kernel, args.groups, args.seed)
+    reference_model = build_reference(model, args.channels, args.kernel, args.groups)
+    x = torch.randn(1, args.channels, args.length, generator=torch.Generator().manual_seed(args.seed + 1))
+    with torch.no_grad():
+        expected = model(x)
+
+    lowerings = {
+        "stock": (model, False),
+        "audiodeploy": (model, True),
+        "reference": (reference_model, False),
+    }
+    results: dict[str, dict] = {}
+    programs: dict[str, Program] = {}
+    for name, (module, fold) in lowerings.items():
+        log(f"lowering {name} ...")
+        start = time.perf_counter()
+        lowered = audiodeploy.lower(module, (x,), fold=fold)
+        lowering_s = time.perf_counter() - start
+        method = lowered.report.methods["forward"]
+        programs[name] = Program(lowered.buffer, origin=name)
+        log(f"lowered {name} in {lowering_s:.1f} s: {method.delegates} delegate(s), "
+            f"outside: {dict(method.ops_outside_delegates) or 'none'}; checking output ...")
+        (out,) = programs[name].run((x,))
+        if out.shape != expected.shape:
+            raise RuntimeError(f"{name}: output shape {tuple(out.shape)}, eager gives {tuple(expected.shape)}")
+        results[name] = {
+            "label": LABELS[name],
+            "delegates": method.delegates,
+            "ops_outside_delegates": dict(method.ops_outside_delegates),
+            "max_abs_diff": (out - expected).abs().max().item(),
+            "pte_bytes": len(lowered.buffer),
+            "lowering_s": lowering_s,
+            "report": lowered.report.to_dict(),
+        }
+    # Eager PyTorch is the baseline of the diffs; its one untimed call above is not a warm-up.
+    results["eager"] = {"label": LABELS["eager"]}
+
+    def eager_call() -> torch.Tensor:
+        with torch.no_grad():
+            return model(x)
+
+    def et_call(program: Program):
+        return lambda: program.run((x,))
+
+    runners = [
+        Runner("stock", et_call(programs["stock"]), args.stock_runs, args.stock_warmup),
+        Runner("audiodeploy", et_call(programs["audiodeploy"]), args.runs, args.warmup),
+        Runner("reference", et_call(programs["reference"]), args.runs, args.warmup),
+        Runner("eager", eager_call, args.runs, args.warmup),
+    ]
+    log("timing, round-robin ...")
+    timings = time_interleaved(runners, progress=log)
+    for name, timing in timings.items():
+        results[name]["latency"] = timing.to_dict()
+
+    pairs = [("stock", "audiodeploy"), ("audiodeploy", "reference"), ("audiodeploy", "eager")]
+    ratios = {f"{a}/{b}": timings[a].median / timings[b].median for a, b in pairs}
+    paired_ratios = {f"{a}/{b}": paired_ratio(timings[a], timings[b]) for a, b in pairs}
+    diff_ad, diff_ref = results["audiodeploy"]["max_abs_diff"], results["reference"]["max_abs_diff"]
+    checks = {
+        "stock/audiodeploy >= 100": ratios["stock/audiodeploy"] >= 100,
+        "audiodeploy within 10% of reference": abs(ratios["audiodeploy/reference"] - 1) <= 0.10,
+        # Eager is the baseline (its diff is 0): compare with the hand-removed reference's diff.
+        "audiodeploy max abs diff within 10x of reference's": diff_ad <= 10 * max(diff_ref, 1e-7),
+    }
+    record = {
+        "benchmark": "pos_conv",
+        "module": module_desc,
+        "config": {
+            "channels": args.channels,
+            "kernel": args.kernel,
+            "groups": args.groups,
+            "padding": padding,
+            "length": args.length,
+            "input_shape": list(x.shape),
+            "output_shape": list(expected.shape),
+            "dtype": "float32",
+            "seed": args.seed,
+            "gflop": conv_gflop(args.channels, args.kernel, args.groups, expected.shape[-1]),
+        },
+        "machine": machine,
+        "results": results,
+        "ratios": ratios,
+        "ratios_note": "ratios: of the median latencies; paired_ratios: median of the per-round ratios",
+        "paired_ratios": paired_ratios,
+        "checks": checks,
+    }
+    print(format_table(record))
+    args.json.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(args.json, json.dumps(record, indent=2) + "\n")
+    log(f"wrote {args.json}")
+    return record
+
+
+def conv_gflop(channels: int, kernel: int, groups: int, out_length: int) -> float:
+    """Multiply-adds x 2 of the grouped convolution, in GFLOP."""
+    return 2 * channels * (channels // groups) * kernel * out_length / 1e9
+
+
+def format_table(record: dict) -> str:
+    results, machine, cfg = record["results"], record["machine"], record["config"]
+    lines = [
+        f"{record['module']}, input {tuple(cfg['input_shape'])} fp32, {cfg['gflop']:.3g} GFLOP",
+        f"{machine['processor']}, {machine['cpu_count']} CPUs, {machine['threads']} thread(s); "
+        f"torch {machine['torch']}, executorch {machine['executorch']}; {machine['date']}",
+        "",
+        "| lowering | delegates | ops outside delegates | median latency | runs "
+        "| max abs diff vs eager | .pte size | lowering time |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for name, r in results.items():
+        latency = r["latency"]
+        if name == "eager":
+            cells = [r["label"], "–", "–", _ms(latency["median_s"]), _runs(latency), "–", "–", "–"]
+        else:
+            outside = ", ".join(
+                f"{_short(op)}{f' x{n}' if n > 1 else ''}" for op, n in r["ops_outside_delegates"].items()
+            )
+            cells = [
+                r["label"],
+                str(r["delegates"]),
+                outside or "none",
+                _ms(latency["median_s"]),
+                _runs(latency),
+                f"{r['max_abs_diff']:.1e}",
+                _size(r["pte_bytes"]),
+                f"{r['lowering_s']:.1f} s",
+            ]
+        lines.append("| " + " | ".join(cells) + " |")
+    lines.append("")
+    lines.append("ratios of median latencies (median of per-round ratios):")
+    for key, ratio in record["ratios"].items():
+        lines.append(f"  {key}: {_ratio(ratio)} ({_ratio(record['paired_ratios'][key])})")
+    lines.append("")
+    lines.extend(f"[{'PASS' if ok else 'FAIL'}] {k}" for k, ok in record["checks"].items())
+    return "\n".join(lines)
+
+
+def _size(n: int) -> str:
+    return f"{n / 2**20:.1f} MiB" if n >= 2**20 else f"{n / 2**10:.1f} KiB"
+
+
+def _ratio(r: float) -> str:
+    return f"{r:,.0f}x" if r >= 100 else f"{r:.3f}x"
+
+
+def _short(op: str) -> str:
+    return op.removeprefix("aten.")
+
+
+def _ms(seconds: float) -> str:
+    ms = seconds * 1e3
+    if ms >= 100:
+        return f"{ms:,.0f} ms"
+    if ms >= 10:
+        return f"{ms:.1f} ms"
+    return f"{ms:.2f} ms" if ms >= 1 else f"{ms * 1e3:.0f} µs"
+
+
+def _runs(latency: dict) -> str:
+    return f"{latency['runs']} (+{latency['warmup']} warm-up)"
+
+
+if __name__ == "__main__":
+    main()
