@@ -1,0 +1,162 @@
+"""The `audiodeploy` command end to end, through a subprocess, on tiny configurations of the real models."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import soundfile
+
+
+def audiodeploy(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "audiodeploy", *args], capture_output=True, text=True, cwd=cwd, timeout=900
+    )
+
+
+def assert_clean_error(result: subprocess.CompletedProcess[str], *words: str) -> None:
+    """Non-zero exit, one line on stderr naming the problem, no traceback."""
+    assert result.returncode != 0, result.stdout + result.stderr
+    assert "Traceback" not in result.stderr, result.stderr
+    lines = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+    assert len(lines) == 1, result.stderr
+    for word in words:
+        assert word in lines[0], lines[0]
+
+
+@pytest.fixture(scope="module")
+def asr_model(tmp_path_factory) -> Path:
+    directory = tmp_path_factory.mktemp("asr")
+    result = audiodeploy("export", "wav2vec2", "--variant", "tiny", "--min-seconds", "0.5", "--max-seconds", "2", "-o", str(directory / "w.pte"))
+    assert result.returncode == 0, result.stderr
+    assert "folded 1 computed weight(s)" in result.stdout
+    return directory / "w.pte"
+
+
+@pytest.fixture(scope="module")
+def vocoder_model(tmp_path_factory) -> Path:
+    directory = tmp_path_factory.mktemp("vocoder")
+    result = audiodeploy("export", "hifigan", "--variant", "tiny", "--min-seconds", "0.1", "--max-seconds", "1", "-o", str(directory / "v.pte"))
+    assert result.returncode == 0, result.stderr
+    return directory / "v.pte"
+
+
+def write_tone(path: Path, seconds: float, sample_rate: int = 22050, channels: int = 2) -> Path:
+    t = np.arange(int(seconds * sample_rate)) / sample_rate
+    tone = 0.3 * np.sin(2 * np.pi * 220 * t)
+    soundfile.write(str(path), np.stack([tone] * channels, axis=1), sample_rate)
+    return path
+
+
+def test_list_shows_every_recipe():
+    result = audiodeploy("list")
+    assert result.returncode == 0, result.stderr
+    for name in ("wav2vec2", "hubert", "wavlm", "hifigan", "univnet"):
+        assert name in result.stdout
+
+
+def test_export_then_run_prints_a_transcript(asr_model, tmp_path):
+    sidecar = json.loads(asr_model.with_suffix(".json").read_text())
+    assert sidecar["model"]["weights"].startswith("synthetic")
+    wav = write_tone(tmp_path / "tone.wav", 1.2)  # stereo at 22.05 kHz: mixed down and resampled
+    result = audiodeploy("run", str(asr_model), str(wav), "-o", str(tmp_path / "t.txt"))
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == (tmp_path / "t.txt").read_text().strip()
+
+
+def test_inspect_agrees_with_the_sidecar(asr_model):
+    result = audiodeploy("inspect", str(asr_model))
+    assert result.returncode == 0, result.stderr
+    sidecar = json.loads(asr_model.with_suffix(".json").read_text())
+    delegates = sidecar["lowering"]["methods"]["forward"]["delegates"]
+    assert f"method forward: {delegates} delegate call(s)" in result.stdout
+    assert f"method forward: {delegates} XNNPACK delegate(s)" in result.stdout
+    assert "wav2vec2 tiny" in result.stdout
+
+
+def test_vocoder_run_on_a_mel_writes_a_wav_of_the_expected_length(vocoder_model, tmp_path):
+    sidecar = json.loads(vocoder_model.with_suffix(".json").read_text())
+    spec = sidecar["model"]["input"]
+    frames = 20
+    np.save(tmp_path / "mel.npy", np.random.default_rng(0).standard_normal((frames, spec["feature_size"])).astype(np.float32))
+    result = audiodeploy("run", str(vocoder_model), str(tmp_path / "mel.npy"), "-o", str(tmp_path / "out.wav"))
+    assert result.returncode == 0, result.stderr
+    audio, rate = soundfile.read(str(tmp_path / "out.wav"))
+    assert rate == spec["sample_rate"]
+    assert len(audio) == frames * spec["samples_per_step"]
+
+
+def test_vocoder_run_on_a_waveform_computes_the_mel_first(vocoder_model, tmp_path):
+    sidecar = json.loads(vocoder_model.with_suffix(".json").read_text())
+    rate = sidecar["model"]["sample_rate"]
+    wav = write_tone(tmp_path / "speech.wav", 0.5, sample_rate=rate, channels=1)
+    result = audiodeploy("run", str(vocoder_model), str(wav))
+    assert result.returncode == 0, result.stderr
+    audio, out_rate = soundfile.read(str(tmp_path / "speech.vocoded.wav"))
+    assert out_rate == rate and len(audio) > 0
+
+
+# --- bad input ------------------------------------------------------------------------------
+
+
+def test_unknown_recipe(tmp_path):
+    assert_clean_error(audiodeploy("export", "wav2vec3", "-o", str(tmp_path / "x.pte")), "wav2vec3", "wav2vec2")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_unknown_variant(tmp_path):
+    assert_clean_error(audiodeploy("export", "wav2vec2", "--variant", "huge", "-o", str(tmp_path / "x.pte")), "huge")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_unwritable_output_path(tmp_path):
+    assert_clean_error(
+        audiodeploy("export", "wav2vec2", "--variant", "tiny", "-o", str(tmp_path / "missing" / "x.pte")), "does not exist"
+    )
+
+
+def test_weights_directory_of_another_model(tmp_path):
+    from transformers import BertConfig
+
+    BertConfig(hidden_size=8, num_hidden_layers=1, num_attention_heads=2, intermediate_size=8).save_pretrained(tmp_path / "bert")
+    result = audiodeploy("export", "wav2vec2", "--weights", str(tmp_path / "bert"), "-o", str(tmp_path / "x.pte"))
+    assert_clean_error(result, "bert")
+    assert not (tmp_path / "x.pte").exists()
+
+
+def test_missing_input_file(asr_model, tmp_path):
+    assert_clean_error(audiodeploy("run", str(asr_model), str(tmp_path / "nope.wav")), "no such file")
+
+
+def test_non_audio_input_file(asr_model, tmp_path):
+    (tmp_path / "notes.wav").write_text("this is not audio")
+    assert_clean_error(audiodeploy("run", str(asr_model), str(tmp_path / "notes.wav")), "not a readable audio file")
+
+
+def test_empty_audio(asr_model, tmp_path):
+    soundfile.write(str(tmp_path / "empty.wav"), np.zeros((0,), dtype=np.float32), 16000)
+    assert_clean_error(audiodeploy("run", str(asr_model), str(tmp_path / "empty.wav")), "empty")
+
+
+def test_audio_longer_than_the_exported_range(asr_model, tmp_path):
+    wav = write_tone(tmp_path / "long.wav", 3.0, sample_rate=16000, channels=1)
+    assert_clean_error(audiodeploy("run", str(asr_model), str(wav), "-o", str(tmp_path / "t.txt")), "longer than")
+    assert not (tmp_path / "t.txt").exists()
+
+
+def test_corrupt_program(asr_model, tmp_path):
+    broken = tmp_path / "w.pte"
+    broken.write_bytes(asr_model.read_bytes()[:1000])
+    (tmp_path / "w.json").write_text(asr_model.with_suffix(".json").read_text())
+    assert_clean_error(audiodeploy("run", str(broken), str(write_tone(tmp_path / "a.wav", 1.0))), "not a loadable")
+    assert_clean_error(audiodeploy("inspect", str(broken)), "not a loadable")
+
+
+def test_foreign_file_as_program(tmp_path):
+    foreign = tmp_path / "model.pte"
+    foreign.write_bytes(b"PK\x03\x04 a zip file, not a program" * 20)
+    assert_clean_error(audiodeploy("inspect", str(foreign)), "not a loadable")
