@@ -52,6 +52,7 @@ from torch.export import ExportedProgram
 
 from audiodeploy._files import atomic_write_bytes
 from audiodeploy.lowering.partitioner import ExplainingXnnpackPartitioner
+from audiodeploy.lowering.passes.plan_for_export_range import PlanForExportRangePass
 from audiodeploy.lowering.passes.fold_computed_gemm_weights import (
     AppliedFold,
     FoldCandidate,
@@ -150,7 +151,12 @@ def lower(
     # Mutable buffers keep their initial values, as in eager PyTorch (1.5.1 otherwise
     # serializes only their shape and the program starts from zeros).
     executorch_program = edge.to_executorch(
-        ExecutorchBackendConfig(passes=[InitializedMutableBufferPass(patterns=[""])])
+        ExecutorchBackendConfig(
+            passes=[InitializedMutableBufferPass(patterns=[""])],
+            sym_shape_eval_pass={
+                name: PlanForExportRangePass(edge.exported_program(name).range_constraints) for name in exported
+            },
+        )
     )
     buffer = executorch_program.buffer
     report = LoweringReport(fold=fold, pte_bytes=len(buffer), methods=methods_report)

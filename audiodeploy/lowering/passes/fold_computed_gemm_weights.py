@@ -25,9 +25,8 @@ a new program with a chosen subset applied (the input program is not changed).
 
 A candidate is rejected, and the pass leaves its GEMM as it is, when
 
-* the computation reads a user input, a buffer the method mutates, or an op that
-  is not a pure function of its inputs (random, in-place), or its shape depends
-  on the input's shape;
+* the computation reads a buffer the method mutates, or uses an op that is not a
+  pure function of its inputs (random, in-place);
 * a source or an intermediate is used by anything but the computation (another
   op, another GEMM, or the GEMM itself in another slot): freeing it would change
   the program, and keeping it would store it twice;
@@ -35,7 +34,9 @@ A candidate is rejected, and the pass leaves its GEMM as it is, when
 * a source is tagged for an external data file (.ptd): the user asked for those
   bytes to live outside the program.
 
-The pass does nothing on a program whose GEMMs all take parameters directly.
+A GEMM whose weight depends on a user input (attention's ``q @ k``) is no
+candidate. The pass does nothing on a program whose GEMMs all take parameters
+directly.
 """
 
 from __future__ import annotations
@@ -142,13 +143,6 @@ def _nbytes(node: torch.fx.Node) -> int:
     return int(val.numel()) * val.element_size()
 
 
-def _has_symbolic_shape(node: torch.fx.Node) -> bool:
-    val = node.meta.get("val")
-    if isinstance(val, torch.Tensor):
-        return any(isinstance(d, torch.SymInt) for d in val.shape)
-    return isinstance(val, (torch.SymInt, torch.SymFloat, torch.SymBool))
-
-
 def _external_tag(node: torch.fx.Node) -> str | None:
     custom = node.meta.get("custom") or {}
     return custom.get("delegate_constant_tag") or node.meta.get("constant_tag")
@@ -170,26 +164,29 @@ def _mutated_buffers(ep: ExportedProgram) -> set[str]:
     return set(ep.graph_signature.buffers_to_mutate.values())
 
 
-def _source_kind_error(ep: ExportedProgram, node: torch.fx.Node, mutated: set[str]) -> str | None:
-    """Why ``node`` cannot be a source of a fold, or None if it is constant data."""
-    if node.op == "get_attr":
-        return None
-    if is_param(ep, node) or is_lifted_tensor_constant(ep, node):
-        return None
-    if is_buffer(ep, node):
-        target = ep.graph_signature.inputs_to_buffers[node.name]
-        if target in mutated:
-            return f"it reads buffer `{target}`, which this method mutates"
-        return None
-    return None if node.op != "placeholder" else "input"
+def _is_constant_source(ep: ExportedProgram, node: torch.fx.Node) -> bool:
+    """Parameters, buffers, lifted constants and attributes: data the program holds, not inputs."""
+    return node.op == "get_attr" or is_param(ep, node) or is_buffer(ep, node) or is_lifted_tensor_constant(ep, node)
+
+
+def _input_dependent(ep: ExportedProgram) -> set[torch.fx.Node]:
+    """Every node whose value depends on a user input (so not a weight computation)."""
+    dependent: set[torch.fx.Node] = set()
+    for node in ep.graph.nodes:
+        if node.op == "placeholder":
+            if not _is_constant_source(ep, node):
+                dependent.add(node)
+        elif any(arg in dependent for arg in node.all_input_nodes):
+            dependent.add(node)
+    return dependent
 
 
 def _collect(
     ep: ExportedProgram, roots: Sequence[torch.fx.Node], mutated: set[str]
-) -> tuple[list[torch.fx.Node], list[torch.fx.Node]] | None:
-    """Computation and source nodes behind ``roots``; None when a root reads a user input.
+) -> tuple[list[torch.fx.Node], list[torch.fx.Node]]:
+    """Computation and source nodes behind ``roots``, which depend on no user input.
 
-    Raises _Reject when the computation is constant but cannot be folded.
+    Raises _Reject when the computation cannot be folded.
     """
     computation: set[torch.fx.Node] = set()
     sources: set[torch.fx.Node] = set()
@@ -199,19 +196,12 @@ def _collect(
         if node in computation or node in sources:
             continue
         if node.op in ("placeholder", "get_attr"):
-            error = _source_kind_error(ep, node, mutated)
-            if error == "input":
-                return None
-            if error:
-                raise _Reject(error)
+            if is_buffer(ep, node) and ep.graph_signature.inputs_to_buffers[node.name] in mutated:
+                raise _Reject(f"it reads buffer `{ep.graph_signature.inputs_to_buffers[node.name]}`, which this method mutates")
             sources.add(node)
             continue
-        if node.op != "call_function":
-            return None
-        if not _is_pure(node.target):
+        if node.op != "call_function" or not _is_pure(node.target):
             raise _Reject(f"`{node.name}` ({node.target}) is not a pure function of its inputs")
-        if _has_symbolic_shape(node):
-            return None
         computation.add(node)
         stack.extend(node.all_input_nodes)
     order = {n: i for i, n in enumerate(ep.graph.nodes)}
@@ -248,6 +238,7 @@ def _check_exclusive(
 def plan_folds(ep: ExportedProgram) -> FoldPlan:
     """Find every GEMM with a computed weight or bias and decide whether it can be folded."""
     mutated = _mutated_buffers(ep)
+    input_dependent = _input_dependent(ep)
     candidates: list[FoldCandidate] = []
     rejections: list[FoldRejection] = []
     for gemm in ep.graph.nodes:
@@ -255,16 +246,16 @@ def plan_folds(ep: ExportedProgram) -> FoldPlan:
         roots = {
             arg: index
             for index, arg in enumerate(gemm.args)
-            if index in slots and isinstance(arg, torch.fx.Node) and arg.op == "call_function"
+            if index in slots
+            and isinstance(arg, torch.fx.Node)
+            and arg.op == "call_function"
+            and arg not in input_dependent  # an activation, not a weight
         }
         if not roots:
             continue
         label = gemm_label(gemm)
         try:
-            collected = _collect(ep, list(roots), mutated)
-            if collected is None:
-                continue  # computed from the input: an activation, not a weight
-            computation, sources = collected
+            computation, sources = _collect(ep, list(roots), mutated)
             for source in sources:
                 tag = _external_tag(source)
                 if tag:
