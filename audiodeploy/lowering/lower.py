@@ -52,7 +52,7 @@ from torch.export import ExportedProgram
 
 from audiodeploy._files import atomic_write_bytes
 from audiodeploy.lowering.partitioner import ExplainingXnnpackPartitioner
-from audiodeploy.lowering.passes.plan_for_export_range import PlanForExportRangePass
+from audiodeploy.lowering.passes.plan_for_export_range import PlanForExportRangePass, export_symbol_ranges
 from audiodeploy.lowering.passes.fold_computed_gemm_weights import (
     AppliedFold,
     FoldCandidate,
@@ -121,6 +121,7 @@ def lower(
         )
         for name, m in methods.items()
     }
+    export_ranges = {name: export_symbol_ranges(ep) for name, ep in exported.items()}
     plans = {name: plan_folds(ep) if fold else None for name, ep in exported.items()}
     to_fold: dict[str, list[FoldCandidate]] = {name: list(p.candidates) if p else [] for name, p in plans.items()}
     declined_folds: dict[str, list[NotFolded]] = {name: [] for name in exported}
@@ -153,9 +154,7 @@ def lower(
     executorch_program = edge.to_executorch(
         ExecutorchBackendConfig(
             passes=[InitializedMutableBufferPass(patterns=[""])],
-            sym_shape_eval_pass={
-                name: PlanForExportRangePass(edge.exported_program(name).range_constraints) for name in exported
-            },
+            sym_shape_eval_pass={name: PlanForExportRangePass(export_ranges[name]) for name in exported},
         )
     )
     buffer = executorch_program.buffer

@@ -7,15 +7,15 @@ a backend by asking ``length <= some limit`` of the example length: that questio
 is recorded as a guard and narrows the shape environment's range (e.g. a waveform
 exported for 16,000-160,000 samples ends up planned for at most 20,480). The
 program then refuses any longer input at run time. The exported program's
-``range_constraints`` still hold the range the user asked for, so this pass,
-given to ``to_executorch`` in place of ExecuTorch's ``ConstraintBasedSymShapeEvalPass``,
-bounds each shape with those constraints first::
+symbols are unchanged, so :func:`export_symbol_ranges` copies their ranges right
+after export, and this pass, given to ``to_executorch`` in place of ExecuTorch's
+``ConstraintBasedSymShapeEvalPass``, bounds each shape with those ranges::
 
     before                                   after
     x: f32[1, s0]   s0 in [16000, 20480]     x: f32[1, s0]   s0 in [16000, 160000]
     planned: f32[1, 20480]                   planned: f32[1, 160000]
 
-A symbol the constraints do not name keeps the shape environment's range. On a
+A symbol created after export keeps the shape environment's range. On a
 program without dynamic shapes the pass changes nothing.
 """
 
@@ -27,15 +27,32 @@ import sympy
 import torch
 from executorch.exir.sym_util import eval_upper_bound
 from executorch.exir.tensor import TensorSpec
+from torch.export import ExportedProgram
 from torch.fx.passes.infra.pass_base import PassBase, PassResult
 from torch.utils import _pytree as pytree
 from torch.utils._sympy.value_ranges import ValueRanges, bound_sympy
 
 
+def export_symbol_ranges(ep: ExportedProgram) -> dict[sympy.Symbol, ValueRanges]:
+    """The range of every shape symbol as export left it: take it before lowering narrows it.
+
+    Lowering keeps the symbols but narrows the (shared, mutable) shape
+    environment's ranges, so this is a copy.
+    """
+    ranges = {k: v for k, v in ep.range_constraints.items() if isinstance(k, sympy.Symbol)}
+    for node in ep.graph.nodes:
+        value = node.meta.get("val")
+        sizes = value.shape if isinstance(value, torch.Tensor) else ()
+        for size in sizes:
+            if isinstance(size, torch.SymInt):
+                return {**size.node.shape_env.var_to_range, **ranges}
+    return ranges
+
+
 class PlanForExportRangePass(PassBase):
-    def __init__(self, range_constraints: Mapping[sympy.Expr, ValueRanges]) -> None:
+    def __init__(self, symbol_ranges: Mapping[sympy.Symbol, ValueRanges]) -> None:
         super().__init__()
-        self.symbol_ranges = {k: v for k, v in range_constraints.items() if isinstance(k, sympy.Symbol)}
+        self.symbol_ranges = dict(symbol_ranges)
 
     def upper_bound(self, size: int | torch.SymInt) -> int:
         if isinstance(size, int):
