@@ -56,6 +56,7 @@ from audiodeploy.lowering.passes.plan_for_export_range import PlanForExportRange
 from audiodeploy.lowering.passes.fold_computed_gemm_weights import (
     AppliedFold,
     FoldCandidate,
+    FoldPlan,
     apply_folds,
     plan_folds,
 )
@@ -221,7 +222,7 @@ def _method_report(
     name: str,
     edge: EdgeProgramManager,
     applied: list[AppliedFold],
-    plan: Any,
+    plan: FoldPlan | None,
     declined_folds: list[NotFolded],
     partitioner: ExplainingXnnpackPartitioner,
 ) -> MethodReport:

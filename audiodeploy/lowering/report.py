@@ -13,7 +13,7 @@ from audiodeploy.lowering.passes.fold_computed_gemm_weights import GEMM_STATIC_S
 
 _DELEGATE_CALL = torch.ops.higher_order.executorch_call_delegate
 # Edge-dialect names of the GEMMs XNNPACK can delegate.
-_GEMM_OPS = {f"aten.{packet._qualified_op_name.split('::')[1]}" for packet in GEMM_STATIC_SLOTS} | {"aten.bmm"}
+_GEMM_OPS = {f"aten.{packet.__name__}" for packet in GEMM_STATIC_SLOTS} | {"aten.bmm"}
 
 
 @dataclass(frozen=True)
