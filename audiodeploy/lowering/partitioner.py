@@ -1,9 +1,15 @@
 """The XNNPACK partitioner audiodeploy lowers with, and the reasons it gives.
 
-Stock ``XnnpackPartitioner`` with one config replaced: 1.5.1's addmm lowering
-ignores ``alpha`` and ``beta``, so ``torch.addmm(b, x, w, alpha=2, beta=3)`` would
-be delegated and return wrong results; :class:`DefaultScaleAddmmConfig` declines it.
-This fix applies to every lowering, ``fold=False`` included: a wrong result is
+Stock ``XnnpackPartitioner`` with two corrections to its configs, each a case
+where 1.5.1 delegates what XNNPACK then computes wrongly or refuses to load:
+
+- 1.5.1's addmm lowering ignores ``alpha`` and ``beta``, so
+  ``torch.addmm(b, x, w, alpha=2, beta=3)`` would be delegated and return wrong
+  results; :class:`DefaultScaleAddmmConfig` declines it;
+- no config checks tensor rank, and XNNPACK has at most 6 dimensions;
+  every config is wrapped by :class:`_WithinXnnpackRank`.
+
+These fixes apply to every lowering, ``fold=False`` included: a wrong result is
 never a useful baseline.
 
 1.5.1 explains each declined node only in a DEBUG log record
@@ -44,7 +50,39 @@ class DefaultScaleAddmmConfig(AddmmConfig):
         return super().check_constraints(node, ep)
 
 
-PARTITIONER_CONFIGS = [DefaultScaleAddmmConfig if c is AddmmConfig else c for c in ALL_PARTITIONER_CONFIGS]
+# XNN_MAX_TENSOR_DIMS: XNNPACK cannot define a tensor of more dimensions.
+XNNPACK_MAX_RANK = 6
+
+
+def _max_rank(node: torch.fx.Node) -> int:
+    values = [node.meta.get("val")] + [arg.meta.get("val") for arg in node.all_input_nodes]
+    flat = [v for value in values for v in (value if isinstance(value, (tuple, list)) else (value,))]
+    return max((v.dim() for v in flat if isinstance(v, torch.Tensor)), default=0)
+
+
+class _WithinXnnpackRank:
+    """Declines an op whose inputs or outputs have more dimensions than XNNPACK supports.
+
+    1.5.1's configs do not check it: a 7-D permute (UnivNet's location-variable
+    convolution) is partitioned, and the program then fails at load time with
+    ``Failed to define tensor ... xnn_status_unsupported_parameter``.
+    """
+
+    def check_constraints(self, node: torch.fx.Node, ep: ExportedProgram) -> bool:
+        rank = _max_rank(node)
+        if rank > XNNPACK_MAX_RANK:
+            _why(node, f"XNNPACK tensors have at most {XNNPACK_MAX_RANK} dimensions, this op has {rank}")
+            return False
+        return super().check_constraints(node, ep)  # type: ignore[misc]
+
+
+def _within_rank(config: type) -> type:
+    return type(config.__name__, (_WithinXnnpackRank, config), {"__doc__": config.__doc__})
+
+
+PARTITIONER_CONFIGS = [
+    _within_rank(DefaultScaleAddmmConfig if config is AddmmConfig else config) for config in ALL_PARTITIONER_CONFIGS
+]
 
 
 class ExplainingXnnpackPartitioner(XnnpackPartitioner):

@@ -288,24 +288,6 @@ def test_fp32_weight_computed_by_a_delegated_matmul():
     assert report.gemms_not_delegated == ()
 
 
-class ScaledAddmm(torch.nn.Module):
-    def __init__(self) -> None:
-        super().__init__()
-        self.weight = torch.nn.Parameter(torch.randn(8, 6))
-        self.bias = torch.nn.Parameter(torch.randn(6))
-
-    def forward(self, x):
-        return torch.addmm(self.bias, x, self.weight, alpha=2.0, beta=3.0)
-
-
-def test_fp32_scaled_addmm_stays_on_portable():
-    torch.manual_seed(0)
-    report = lower_and_compare(ScaledAddmm().eval(), (torch.randn(4, 8),))
-    assert report.delegates == 0
-    assert report.ops_outside_delegates == {"aten.addmm": 1}
-    assert "alpha" in report.gemms_not_delegated[0].reason
-
-
 # --- safety details ------------------------------------------------------------------------
 
 

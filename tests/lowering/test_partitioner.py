@@ -1,0 +1,54 @@
+"""The partitioner's corrections: what stock 1.5.1 would delegate and then compute wrongly or fail to load."""
+
+import torch
+
+from audiodeploy.lowering.partitioner import capture_decline_reasons
+from tests.pipeline import lower_and_compare
+
+
+class ScaledAddmm(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.weight = torch.nn.Parameter(torch.randn(8, 6))
+        self.bias = torch.nn.Parameter(torch.randn(6))
+
+    def forward(self, x):
+        return torch.addmm(self.bias, x, self.weight, alpha=2.0, beta=3.0)
+
+
+def test_fp32_scaled_addmm_stays_on_portable():
+    torch.manual_seed(0)
+    report = lower_and_compare(ScaledAddmm().eval(), (torch.randn(4, 8),))
+    assert report.delegates == 0
+    assert report.ops_outside_delegates == {"aten.addmm": 1}
+    assert "alpha" in report.gemms_not_delegated[0].reason
+
+
+class SevenDimensionalPermute(torch.nn.Module):
+    """UnivNet's location-variable convolution reshapes through 7-D tensors."""
+
+    def forward(self, x):
+        y = (x * 2.0).reshape(1, 2, 3, 2, 2, 2, 2)
+        return y.permute(6, 5, 4, 3, 2, 1, 0).reshape(2, -1) + 1.0
+
+
+def test_fp32_ops_on_tensors_of_more_than_six_dimensions_are_not_delegated():
+    report = lower_and_compare(SevenDimensionalPermute().eval(), (torch.randn(2, 48),))
+    assert report.ops_outside_delegates.get("aten.permute_copy") == 1
+
+
+def test_decline_reasons_are_collected_without_reaching_the_root_logger(caplog):
+    with caplog.at_level("DEBUG"):
+        report = lower_and_compare(ScaledAddmm().eval(), (torch.randn(4, 8),))
+    assert report.gemms_not_delegated
+    assert not [r for r in caplog.records if "WhyNoPartition" in r.getMessage()]
+
+
+def test_capture_restores_the_loggers():
+    import logging
+
+    logger = logging.getLogger("executorch.backends.xnnpack.partition")
+    before = (logger.level, logger.propagate, list(logger.handlers))
+    with capture_decline_reasons():
+        pass
+    assert (logger.level, logger.propagate, list(logger.handlers)) == before
