@@ -1,0 +1,376 @@
+"""What wav2vec2, HuBERT and WavLM share: the architecture, the CTC wrappers, building from either library.
+
+The three families are one architecture with small differences: a strided convolutional feature encoder,
+a transformer with a weight-normalized positional convolution, and a linear CTC head. transformers
+(`*ForCTC`) and torchaudio (`wav2vec2_model`, `wavlm_model`) implement it with different parameter names;
+`SpeechEncoderArchitecture` names every hyperparameter once and says what each library calls it.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from abc import abstractmethod
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Literal
+
+import torch
+from torch import nn
+from transformers import PretrainedConfig, PreTrainedModel, Wav2Vec2CTCTokenizer
+
+from ._ctc import STANDARD_ENGLISH, TORCHAUDIO_ENGLISH, CtcVocabulary
+from ._transformers import load_pretrained, optional_file
+from .errors import WeightsError
+from .registry import Recipe
+from .spec import (
+    CTC_LOGITS_OUTPUT,
+    BuildRequest,
+    BuiltModel,
+    LengthRange,
+    Variant,
+    synthetic_provenance,
+    waveform_input,
+)
+
+SAMPLE_RATE = 16_000
+
+
+@dataclass(frozen=True)
+class ConvLayer:
+    """One layer of the convolutional feature encoder: (output channels, kernel size, stride)."""
+
+    channels: int
+    kernel: int
+    stride: int
+
+
+# fairseq's `conv_feature_layers` default "[(512, 10, 5)] + [(512, 3, 2)] * 4 + [(512, 2, 2)] * 2", used by every
+# published checkpoint here: 25 ms receptive field, 20 ms (320 samples) stride at 16 kHz.
+STANDARD_FEATURE_ENCODER: tuple[ConvLayer, ...] = (
+    (ConvLayer(512, 10, 5),) + (ConvLayer(512, 3, 2),) * 4 + (ConvLayer(512, 2, 2),) * 2
+)
+
+
+@dataclass(frozen=True)
+class SpeechEncoderArchitecture:
+    """Every hyperparameter of a wav2vec2-style CTC model that changes its computation in eval mode.
+
+    Dropouts and layer drop are training-only and left at the libraries' defaults.
+    """
+
+    feature_encoder: tuple[ConvLayer, ...]
+    """transformers `conv_dim`/`conv_kernel`/`conv_stride`; torchaudio `extractor_conv_layer_config`."""
+    feature_encoder_norm: Literal["group", "layer"]
+    """transformers `feat_extract_norm`; torchaudio `extractor_mode` ("group_norm" or "layer_norm")."""
+    feature_encoder_bias: bool
+    """transformers `conv_bias`; torchaudio `extractor_conv_bias`."""
+    hidden_size: int
+    """transformers `hidden_size`; torchaudio `encoder_embed_dim`."""
+    num_layers: int
+    """transformers `num_hidden_layers`; torchaudio `encoder_num_layers`."""
+    num_heads: int
+    """transformers `num_attention_heads`; torchaudio `encoder_num_heads`."""
+    intermediate_size: int
+    """transformers `intermediate_size`; torchaudio `encoder_ff_interm_features`."""
+    pos_conv_kernel: int
+    """transformers `num_conv_pos_embeddings`; torchaudio `encoder_pos_conv_kernel`."""
+    pos_conv_groups: int
+    """transformers `num_conv_pos_embedding_groups`; torchaudio `encoder_pos_conv_groups`."""
+    layer_norm_first: bool
+    """Pre-norm transformer: transformers `do_stable_layer_norm`; torchaudio `encoder_layer_norm_first`."""
+    vocab_size: int
+    """Outputs of the CTC head: transformers `vocab_size`; torchaudio `aux_num_out`."""
+    normalize_waveform: bool
+    """Zero-mean, unit-variance input: `do_normalize` of the checkpoint's preprocessor_config.json."""
+    relative_position_buckets: int | None = None
+    """WavLM only: transformers `num_buckets`; torchaudio `encoder_num_buckets`."""
+    relative_position_max_distance: int | None = None
+    """WavLM only: transformers `max_bucket_distance`; torchaudio `encoder_max_distance`."""
+
+    @property
+    def stride(self) -> int:
+        """Samples per output frame: the product of the feature encoder's strides."""
+        return math.prod(layer.stride for layer in self.feature_encoder)
+
+    def tiny(self) -> SpeechEncoderArchitecture:
+        """The same layout at test size: every layer kind and stride kept, widths and depth cut down.
+
+        The strides stay those of the published model, so the valid input lengths (multiples of 320 samples)
+        are the same as at full size.
+        """
+        return replace(
+            self,
+            feature_encoder=tuple(ConvLayer(32, layer.kernel, layer.stride) for layer in self.feature_encoder),
+            hidden_size=32,
+            num_layers=2,
+            num_heads=2,
+            intermediate_size=64,
+            pos_conv_kernel=8,
+            pos_conv_groups=2,
+        )
+
+
+def tiny_variant(name: str, of: Variant[SpeechEncoderArchitecture]) -> Variant[SpeechEncoderArchitecture]:
+    """A hidden test-size variant with the layout of the published variant `of`."""
+    return Variant(
+        name=name,
+        description=f"test size (hidden 32, 2 layers, 2 heads) with the layout of '{of.name}' ({of.checkpoint})",
+        architecture=of.architecture.tiny(),
+        checkpoint=None,
+        hidden=True,
+    )
+
+
+def _normalize(waveform: torch.Tensor) -> torch.Tensor:
+    # transformers' Wav2Vec2FeatureExtractor.zero_mean_unit_var_norm: population variance, epsilon 1e-7.
+    mean = waveform.mean(dim=-1, keepdim=True)
+    variance = waveform.var(dim=-1, keepdim=True, correction=0)
+    return (waveform - mean) / torch.sqrt(variance + 1e-7)
+
+
+class TransformersCtc(nn.Module):
+    """`(1, samples)` float32 waveform → `(1, frames, vocabulary)` logits through a transformers `*ForCTC`.
+
+    Normalizes the waveform first when the checkpoint expects it, so the exported program takes raw audio.
+    """
+
+    def __init__(self, model: PreTrainedModel, normalize_waveform: bool) -> None:
+        super().__init__()
+        self.model = model
+        self.normalize_waveform = normalize_waveform
+
+    def forward(self, waveform: torch.Tensor) -> torch.Tensor:
+        if self.normalize_waveform:
+            waveform = _normalize(waveform)
+        return self.model(input_values=waveform).logits
+
+
+class TorchaudioCtc(nn.Module):
+    """`(1, samples)` float32 waveform → `(1, frames, vocabulary)` logits through a torchaudio `Wav2Vec2Model`."""
+
+    def __init__(self, model: nn.Module, normalize_waveform: bool) -> None:
+        super().__init__()
+        self.model = model
+        self.normalize_waveform = normalize_waveform
+
+    def forward(self, waveform: torch.Tensor) -> torch.Tensor:
+        if self.normalize_waveform:
+            waveform = _normalize(waveform)
+        logits, _ = self.model(waveform)
+        return logits
+
+
+@dataclass(frozen=True)
+class _Loaded:
+    module: nn.Module
+    stride: int
+    vocabulary: CtcVocabulary
+    provenance: str
+    notes: tuple[str, ...]
+
+
+class SpeechEncoderRecipe(Recipe[SpeechEncoderArchitecture]):
+    """Shared build logic of the CTC speech recognizers; a family declares its variants and library classes."""
+
+    task = "ctc-asr"
+    input_kind = "waveform"
+    output = CTC_LOGITS_OUTPUT
+    sample_rate = SAMPLE_RATE
+    default_length_range = LengthRange(1.0, 10.0)
+    # Logits of fp32 XNNPACK against eager PyTorch: summation order differs in every GEMM of up to 24 layers.
+    atol = 1e-3
+
+    transformers_model_type: str
+    """`model_type` of the family's config.json; weights of another type are refused."""
+    transformers_model_class: type[PreTrainedModel]
+    transformers_attention: str | None
+    """attn_implementation to build with, or None when the family's attention ignores the setting (WavLM)."""
+
+    @abstractmethod
+    def transformers_config(self, architecture: SpeechEncoderArchitecture) -> PretrainedConfig:
+        """The transformers config of `architecture`."""
+
+    def torchaudio_model(self, architecture: SpeechEncoderArchitecture, num_outputs: int) -> nn.Module:
+        """The torchaudio model of `architecture` with a CTC head of `num_outputs` labels."""
+        raise NotImplementedError(f"recipe '{self.name}' has no torchaudio source")
+
+    def _build(self, request: BuildRequest[SpeechEncoderArchitecture]) -> BuiltModel:
+        if request.source == "transformers":
+            loaded = self._from_transformers(request)
+        else:
+            loaded = self._from_torchaudio(request)
+        module = loaded.module.eval()
+        module.requires_grad_(False)
+        spec = waveform_input(self.sample_rate, loaded.stride, request.length_range)
+        return BuiltModel(
+            recipe=self.name,
+            variant=request.variant.name,
+            source=request.source,
+            module=module,
+            example_inputs=spec.random_inputs(spec.example_length, seed=request.seed),
+            dynamic_shapes=spec.dynamic_shapes(),
+            input=spec,
+            output=self.output,
+            length_range=request.length_range,
+            weights_provenance=loaded.provenance,
+            atol=self.tolerance(request.variant),
+            vocabulary=loaded.vocabulary,
+            notes=loaded.notes,
+        )
+
+    def _from_transformers(self, request: BuildRequest[SpeechEncoderArchitecture]) -> _Loaded:
+        architecture = request.variant.architecture
+        model_class = self.transformers_model_class
+        if request.weights is None:
+            torch.manual_seed(request.seed)
+            model = model_class(self.transformers_config(architecture))
+            if self.transformers_attention is not None:
+                model.set_attn_implementation(self.transformers_attention)
+            return _Loaded(
+                module=TransformersCtc(model, architecture.normalize_waveform),
+                stride=architecture.stride,
+                vocabulary=STANDARD_ENGLISH,
+                provenance=synthetic_provenance(request.variant, request.seed),
+                notes=(),
+            )
+
+        model, missing = load_pretrained(
+            model_class,
+            request.weights,
+            self.transformers_model_type,
+            self.name,
+            self.transformers_attention,
+            request.seed,
+        )
+        notes: list[str] = []
+        head_missing = [key for key in missing if key.startswith("lm_head.")]
+        if len(head_missing) != len(missing):
+            body_missing = [key for key in missing if not key.startswith("lm_head.")]
+            raise WeightsError(
+                f"weights '{request.weights}' lack {len(body_missing)} parameters of {model_class.__name__} "
+                f"(e.g. {body_missing[0]}): pass a complete {self.transformers_model_type} checkpoint"
+            )
+        if head_missing:
+            # Pre-trained-only checkpoints (hubert-base-ls960, wavlm-base-plus) have no CTC head.
+            notes.append(f"the checkpoint has no CTC head: lm_head is synthetic (seed {request.seed})")
+        config = model.config
+        normalize = _preprocessor_normalizes(request.weights, default=architecture.normalize_waveform)
+        vocabulary = _tokenizer_vocabulary(request.weights, config.vocab_size)
+        return _Loaded(
+            module=TransformersCtc(model, normalize),
+            stride=math.prod(config.conv_stride),
+            vocabulary=vocabulary,
+            provenance=f"loaded from {request.weights} (transformers {model_class.__name__})",
+            notes=tuple(notes),
+        )
+
+    def _from_torchaudio(self, request: BuildRequest[SpeechEncoderArchitecture]) -> _Loaded:
+        architecture = request.variant.architecture
+        if request.weights is None:
+            torch.manual_seed(request.seed)
+            model = self.torchaudio_model(architecture, architecture.vocab_size)
+            return _Loaded(
+                module=TorchaudioCtc(model, architecture.normalize_waveform),
+                stride=architecture.stride,
+                vocabulary=STANDARD_ENGLISH,
+                provenance=synthetic_provenance(request.variant, request.seed),
+                notes=(),
+            )
+
+        state = _read_state_dict(request.weights)
+        head = state.get("aux.weight")
+        num_outputs = architecture.vocab_size if head is None else int(head.shape[0])
+        vocabulary = _vocabulary_for_outputs(num_outputs, request.weights)
+        torch.manual_seed(request.seed)
+        model = self.torchaudio_model(architecture, num_outputs)
+        try:
+            missing, unexpected = model.load_state_dict(state, strict=False)
+        except RuntimeError as error:
+            raise WeightsError(
+                f"state dict {request.weights} does not fit torchaudio {self.name} '{request.variant.name}' "
+                f"(tensor shapes differ: {str(error).splitlines()[-1].strip()}): choose the variant it was trained as"
+            ) from None
+        body_missing = [key for key in missing if not key.startswith("aux.")]
+        if body_missing or unexpected:
+            example = (body_missing or unexpected)[0]
+            raise WeightsError(
+                f"state dict {request.weights} does not fit torchaudio {self.name} '{request.variant.name}': "
+                f"{len(body_missing)} missing and {len(unexpected)} unexpected keys (e.g. {example}): "
+                "choose the variant it was trained as"
+            )
+        notes = (f"the state dict has no CTC head: aux is synthetic (seed {request.seed})",) if missing else ()
+        return _Loaded(
+            module=TorchaudioCtc(model, architecture.normalize_waveform),
+            stride=architecture.stride,
+            vocabulary=vocabulary,
+            provenance=f"loaded from {request.weights} (torchaudio state dict, '{request.variant.name}' configuration)",
+            notes=notes,
+        )
+
+
+def _preprocessor_normalizes(weights: str, default: bool) -> bool:
+    path = optional_file(weights, "preprocessor_config.json")
+    if path is None:
+        return default
+    with open(path, encoding="utf-8") as file:
+        return bool(json.load(file).get("do_normalize", default))
+
+
+def _tokenizer_vocabulary(weights: str, num_outputs: int) -> CtcVocabulary:
+    """The vocabulary of the tokenizer beside the weights, or the standard English one when there is none."""
+    if optional_file(weights, "vocab.json") is None:
+        if num_outputs != len(STANDARD_ENGLISH):
+            raise WeightsError(
+                f"weights '{weights}' have a CTC head of {num_outputs} labels and no tokenizer (vocab.json): "
+                "save the tokenizer beside the model so its outputs can be decoded"
+            )
+        return STANDARD_ENGLISH
+    tokenizer = Wav2Vec2CTCTokenizer.from_pretrained(weights)
+    if len(tokenizer) < num_outputs:
+        raise WeightsError(
+            f"the tokenizer in '{weights}' has {len(tokenizer)} tokens but the CTC head has {num_outputs} outputs: "
+            "save the tokenizer the model was trained with"
+        )
+    # Tokens past the head (special tokens the tokenizer appends, such as <s> and </s>) are never emitted.
+    tokens = tuple(tokenizer.convert_ids_to_tokens(list(range(num_outputs))))
+    keep = {tokenizer.pad_token, tokenizer.word_delimiter_token}
+    special = tuple(token for token in tokenizer.all_special_tokens if token in tokens and token not in keep)
+    return CtcVocabulary(
+        tokens=tokens,
+        blank=tokenizer.pad_token,
+        word_delimiter=tokenizer.word_delimiter_token,
+        special=special,
+        origin=f"tokenizer in {weights}",
+    )
+
+
+def _vocabulary_for_outputs(num_outputs: int, weights: str) -> CtcVocabulary:
+    # A torchaudio state dict carries no labels; the two English label sets are told apart by their size.
+    if num_outputs == len(STANDARD_ENGLISH):
+        return STANDARD_ENGLISH
+    if num_outputs == len(TORCHAUDIO_ENGLISH):
+        return TORCHAUDIO_ENGLISH
+    raise WeightsError(
+        f"state dict {weights} has a CTC head of {num_outputs} labels; only the English vocabularies of "
+        f"{len(STANDARD_ENGLISH)} (transformers) and {len(TORCHAUDIO_ENGLISH)} (torchaudio bundles) labels are known: "
+        "load it through --source transformers with its tokenizer instead"
+    )
+
+
+def _read_state_dict(weights: str) -> dict[str, torch.Tensor]:
+    path = Path(weights).expanduser()
+    if path.is_dir():
+        raise WeightsError(
+            f"weights {weights} is a directory, but source 'torchaudio' loads a state-dict file "
+            "(a save_pretrained() directory needs --source transformers)"
+        )
+    if not path.is_file():
+        raise WeightsError(f"weights {weights} not found: no such file")
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as error:  # torch.load raises many types for a file that is not a checkpoint
+        raise WeightsError(f"cannot read {weights} as a PyTorch state dict: {str(error).splitlines()[0]}") from None
+    if not isinstance(state, dict) or not all(isinstance(value, torch.Tensor) for value in state.values()):
+        raise WeightsError(f"{weights} is not a state dict (a mapping of parameter names to tensors)")
+    return state

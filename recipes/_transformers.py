@@ -1,0 +1,138 @@
+"""Loading transformers checkpoints for the recipes, with one-line errors instead of library tracebacks.
+
+Also registers the attention implementation the speech encoders are exported with (see
+`UNPADDED_EAGER_ATTENTION`).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import TypeVar, cast
+
+import torch
+from transformers import AttentionInterface, AttentionMaskInterface, PretrainedConfig, PreTrainedModel
+from transformers.models.wav2vec2.modeling_wav2vec2 import eager_attention_forward
+from transformers.utils import cached_file
+
+from .errors import WeightsError, WeightsMismatchError
+
+UNPADDED_EAGER_ATTENTION = "audiodeploy_unpadded_eager"
+"""transformers' eager attention without an attention mask, for exporting one unpadded utterance.
+
+Under `torch.export`, transformers materializes an all-true mask even when no mask is passed (it cannot
+inspect the mask while tracing), and attention then carries mask bookkeeping in every layer. SDPA is worse:
+its decomposition adds `eq`, `full_like`, `logical_not`, `any` and `where` per layer even without a mask. A
+batch of one unpadded waveform needs no mask at all, so this implementation creates none and runs the same
+eager attention as `attn_implementation="eager"` (bit-identical outputs).
+"""
+
+
+def _no_attention_mask(*args: object, **kwargs: object) -> None:
+    # The signature of transformers' mask interface functions; the answer is always "no mask".
+    return None
+
+
+# Registration is idempotent: the name is namespaced and always maps to the same functions.
+AttentionInterface.register(UNPADDED_EAGER_ATTENTION, eager_attention_forward)
+AttentionMaskInterface.register(UNPADDED_EAGER_ATTENTION, _no_attention_mask)
+
+# A hub id is "name" or "owner/name"; anything else (absolute or dotted paths, deeper paths) is a local path.
+_HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*(/[A-Za-z0-9][\w.-]*)?$")
+
+ModelT = TypeVar("ModelT", bound=PreTrainedModel)
+
+
+def locate(weights: str) -> str:
+    """The existing local directory `weights` names, or `weights` itself when it can only be a hub id."""
+    path = Path(weights).expanduser()
+    if path.is_dir():
+        if not (path / "config.json").is_file():
+            raise WeightsError(
+                f"weights directory {weights} has no config.json: pass a directory saved with save_pretrained()"
+            )
+        return str(path)
+    if path.exists():
+        raise WeightsError(
+            f"weights {weights} is a file, but source 'transformers' loads a directory saved with save_pretrained() "
+            "or a hub id (a torchaudio state-dict file needs --source torchaudio)"
+        )
+    if not _HUB_ID.match(weights):
+        raise WeightsError(f"weights {weights} not found: no such directory")
+    return weights
+
+
+def read_config(weights: str) -> dict[str, object]:
+    """The config.json of a local directory or hub id, as a dictionary."""
+    location = locate(weights)
+    try:
+        config, _ = PretrainedConfig.get_config_dict(location)
+    except OSError as error:
+        raise WeightsError(
+            f"cannot read weights '{weights}': not a local directory, and the Hugging Face Hub did not serve it "
+            f"({_first_line(error)}); download it where the hub is reachable and pass the directory"
+        ) from None
+    except (ValueError, json.JSONDecodeError) as error:
+        raise WeightsError(f"cannot read the config.json of '{weights}': {_first_line(error)}") from None
+    return config
+
+
+def load_pretrained(
+    model_class: type[ModelT],
+    weights: str,
+    expected_model_type: str,
+    recipe: str,
+    attn_implementation: str | None,
+    seed: int,
+) -> tuple[ModelT, list[str]]:
+    """Load `model_class` from `weights` after checking its config is `expected_model_type`.
+
+    Returns the model and the names of parameters the checkpoint did not contain (transformers initializes
+    them; `seed` seeds that initialization). Raises `WeightsMismatchError` when the directory holds another
+    kind of model, `WeightsError` when it cannot be read.
+    """
+    config = read_config(weights)
+    model_type = config.get("model_type")
+    if model_type != expected_model_type:
+        raise WeightsMismatchError(
+            f"weights '{weights}' hold a '{model_type}' model, but recipe '{recipe}' builds '{expected_model_type}': "
+            f"pass a {expected_model_type} checkpoint, or use the recipe for {model_type}"
+        )
+    torch.manual_seed(seed)
+    try:
+        # With output_loading_info, from_pretrained returns (model, {"missing_keys": [...], ...}).
+        model, loading_info = cast(
+            tuple[ModelT, dict[str, list[str]]],
+            model_class.from_pretrained(
+                locate(weights),
+                attn_implementation=attn_implementation,
+                output_loading_info=True,
+                dtype=torch.float32,
+            ),
+        )
+    except OSError as error:
+        raise WeightsError(f"cannot load weights '{weights}': {_first_line(error)}") from None
+    except (RuntimeError, ValueError) as error:
+        raise WeightsError(
+            f"weights '{weights}' do not fit transformers {model_class.__name__}: {_first_line(error)}"
+        ) from None
+    return model.eval(), sorted(loading_info.get("missing_keys", []))
+
+
+def optional_file(weights: str, filename: str) -> str | None:
+    """Path of `filename` beside the weights (a tokenizer or preprocessor file), or None when there is none."""
+    location = locate(weights)
+    local = Path(location)
+    if local.is_dir():
+        candidate = local / filename
+        return str(candidate) if candidate.is_file() else None
+    try:
+        return cached_file(location, filename)
+    except OSError:
+        return None
+
+
+def _first_line(error: BaseException) -> str:
+    text = str(error).strip()
+    return text.splitlines()[0] if text else type(error).__name__

@@ -1,0 +1,140 @@
+"""What the vocoder recipes share: synthetic or loaded transformers weights, mel input, waveform output."""
+
+from __future__ import annotations
+
+from abc import abstractmethod
+from typing import cast
+
+import torch
+from torch import nn
+from transformers import PretrainedConfig, PreTrainedModel
+
+from ._audio import MelSpectrogram
+from ._transformers import load_pretrained
+from .errors import WeightsError
+from .registry import Recipe
+from .spec import (
+    WAVEFORM_OUTPUT,
+    ArchitectureT,
+    BuildRequest,
+    BuiltModel,
+    InputSpec,
+    LengthRange,
+    Variant,
+    mel_input,
+    synthetic_provenance,
+)
+
+
+def count_parametrized_convolutions(model: nn.Module, parametrization: type[nn.Module]) -> int:
+    """How many convolutions of `model` have their weight computed by a `parametrization` instance."""
+    count = 0
+    for module in model.modules():
+        if not isinstance(module, (nn.Conv1d, nn.ConvTranspose1d)):
+            continue
+        if not torch.nn.utils.parametrize.is_parametrized(module, "weight"):
+            continue
+        parametrizations = cast(nn.ModuleDict, module.parametrizations)
+        weight = cast(nn.ModuleList, parametrizations["weight"])
+        count += any(isinstance(p, parametrization) for p in weight)
+    return count
+
+
+def audible_synthetic_init(model: nn.Module) -> None:
+    """Redraw every convolution weight LeCun-normal (std 1/sqrt(fan-in)) and zero its bias, from the global RNG.
+
+    transformers initializes vocoder convolutions with std 0.01 (`initializer_range`), under which a synthetic
+    HiFi-GAN outputs about 1e-5 and a tiny one 1e-8: silence, against which any tolerance is vacuous. With
+    fan-in scaling the synthetic waveform has speech-like amplitude (standard deviation 0.2-0.6, below tanh
+    saturation), so comparisons with a lowered program mean something. The fan-in of a transposed convolution
+    is what one output sample sums over: in_channels * kernel / stride.
+    """
+    for module in model.modules():
+        if isinstance(module, nn.ConvTranspose1d):
+            fan_in = module.in_channels * module.kernel_size[0] / module.stride[0]
+        elif isinstance(module, nn.Conv1d):
+            fan_in = module.in_channels // module.groups * module.kernel_size[0]
+        else:
+            continue
+        with torch.no_grad():
+            module.weight.normal_(0.0, fan_in**-0.5)
+            if module.bias is not None:
+                module.bias.zero_()
+
+
+class VocoderRecipe(Recipe[ArchitectureT]):
+    """Shared build logic of the vocoders; a family declares its config, front end and export wrapper."""
+
+    task = "vocoder"
+    input_kind = "mel"
+    output = WAVEFORM_OUTPUT
+    sources = ("transformers",)
+    # Durations of the synthesized audio; the mel input covers the same span, one frame per hop.
+    default_length_range = LengthRange(1.0, 10.0)
+    # Waveform samples in [-1, 1] of fp32 XNNPACK against eager PyTorch.
+    atol = 1e-3
+
+    transformers_model_type: str
+    """`model_type` of the family's config.json; weights of another type are refused."""
+    transformers_model_class: type[PreTrainedModel]
+
+    @abstractmethod
+    def transformers_config(self, architecture: ArchitectureT) -> PretrainedConfig:
+        """The transformers config of `architecture`."""
+
+    @abstractmethod
+    def front_end(self, model: PreTrainedModel, architecture: ArchitectureT) -> MelSpectrogram:
+        """The mel front end the model takes, from its (possibly loaded) config."""
+
+    @abstractmethod
+    def export_module(
+        self, model: PreTrainedModel, architecture: ArchitectureT, spec: InputSpec, seed: int
+    ) -> nn.Module:
+        """Parametrize the model's convolutions as the variant says and wrap it: mel `(1, frames, bins)` in,
+        waveform `(1, samples)` out."""
+
+    def check_loadable(self, variant: Variant[ArchitectureT]) -> None:
+        """Raise `WeightsError` when `variant` cannot take loaded weights."""
+
+    def _build(self, request: BuildRequest[ArchitectureT]) -> BuiltModel:
+        architecture = request.variant.architecture
+        model_class = self.transformers_model_class
+        if request.weights is None:
+            torch.manual_seed(request.seed)
+            model = model_class(self.transformers_config(architecture))
+            audible_synthetic_init(model)
+            provenance = synthetic_provenance(request.variant, request.seed)
+            notes: tuple[str, ...] = (
+                "synthetic convolution weights are LeCun-normal (std 1/sqrt(fan-in)) so the waveform is audible noise",
+            )
+        else:
+            self.check_loadable(request.variant)
+            model, missing = load_pretrained(
+                model_class, request.weights, self.transformers_model_type, self.name, None, request.seed
+            )
+            if missing:
+                raise WeightsError(
+                    f"weights '{request.weights}' lack {len(missing)} parameters of {model_class.__name__} "
+                    f"(e.g. {missing[0]}): pass a complete {self.transformers_model_type} checkpoint"
+                )
+            provenance = f"loaded from {request.weights} (transformers {model_class.__name__})"
+            notes = ()
+        mel = self.front_end(model, architecture)
+        spec = mel_input(mel.sample_rate, mel.hop_length, mel.mel_bins, request.length_range)
+        module = self.export_module(model, architecture, spec, request.seed).eval()
+        module.requires_grad_(False)
+        return BuiltModel(
+            recipe=self.name,
+            variant=request.variant.name,
+            source=request.source,
+            module=module,
+            example_inputs=spec.random_inputs(spec.example_length, seed=request.seed),
+            dynamic_shapes=spec.dynamic_shapes(),
+            input=spec,
+            output=self.output,
+            length_range=request.length_range,
+            weights_provenance=provenance,
+            atol=self.tolerance(request.variant),
+            mel=mel,
+            notes=notes,
+        )

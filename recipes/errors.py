@@ -1,0 +1,43 @@
+"""Errors a recipe raises for bad requests.
+
+Every message is one line that names the problem and says what to do, so the command line can print it
+as is, without a traceback.
+"""
+
+from __future__ import annotations
+
+
+class RecipeError(Exception):
+    """Base class: a request the recipe library cannot satisfy, with a one-line message for the user."""
+
+
+class UnknownRecipeError(RecipeError):
+    """No recipe is registered under the requested name."""
+
+
+class UnknownVariantError(RecipeError):
+    """The recipe has no variant of the requested name."""
+
+
+class UnknownSourceError(RecipeError):
+    """The recipe cannot build its model from the requested source (library)."""
+
+
+class RegistrationError(RecipeError):
+    """A recipe declaration is incomplete or inconsistent, or its name is already taken."""
+
+
+class LengthRangeError(RecipeError):
+    """The requested range of input lengths is empty, inverted or too short for the model."""
+
+
+class InputLengthError(RecipeError):
+    """An input is longer than the range a model was exported for."""
+
+
+class WeightsError(RecipeError):
+    """Weights could not be loaded: missing path, unreachable hub, or a checkpoint that does not fit."""
+
+
+class WeightsMismatchError(WeightsError):
+    """The weights hold a different kind of model than the recipe builds (another `model_type`)."""

@@ -1,0 +1,189 @@
+"""HiFi-GAN vocoder: log-mel spectrogram to 16 kHz waveform, from transformers' `SpeechT5HifiGan`.
+
+The generator is built as trained checkpoints store it: every convolution's weight computed from parameters
+by `torch.nn.utils.parametrizations.weight_norm` (transformers' `apply_weight_norm()` uses that
+parametrization when torch has it, as torch 2.14 does). The `spectral-norm` variant computes every
+convolution's weight with `parametrizations.spectral_norm` instead.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+from typing import Literal
+
+import torch
+from torch import nn
+from torch.nn.utils import parametrizations
+from transformers import PreTrainedModel, SpeechT5HifiGan, SpeechT5HifiGanConfig
+
+from ._audio import MelSpectrogram
+from ._vocoder import VocoderRecipe
+from .errors import WeightsError
+from .registry import register
+from .spec import InputSpec, Variant
+
+ConvolutionNorm = Literal["weight_norm", "spectral_norm"]
+
+
+@dataclass(frozen=True)
+class HifiGanArchitecture:
+    """The generator's hyperparameters (transformers `SpeechT5HifiGanConfig` names) and its mel front end."""
+
+    mel_bins: int
+    """`model_in_dim`."""
+    sample_rate: int
+    """`sampling_rate`."""
+    upsample_initial_channel: int
+    upsample_rates: tuple[int, ...]
+    upsample_kernel_sizes: tuple[int, ...]
+    resblock_kernel_sizes: tuple[int, ...]
+    resblock_dilation_sizes: tuple[tuple[int, ...], ...]
+    leaky_relu_slope: float
+    normalize_before: bool
+    """Standardize the mel with the checkpoint's `mean`/`scale` buffers (identity until weights are loaded)."""
+    convolution_norm: ConvolutionNorm
+    """Parametrization of every convolution's weight."""
+    mel_win_length: int
+    """Analysis window in samples (`SpeechT5FeatureExtractor.win_length`, 64 ms)."""
+    mel_fmin: float
+    mel_fmax: float
+
+    @property
+    def hop_length(self) -> int:
+        """Samples per mel frame: the product of the upsampling rates."""
+        return math.prod(self.upsample_rates)
+
+    def tiny(self) -> HifiGanArchitecture:
+        """Test size: the same 78 convolutions, upsampling and kernels, with 32 → 2 channels instead of 512 → 32."""
+        return replace(self, upsample_initial_channel=32)
+
+
+# transformers' SpeechT5HifiGanConfig defaults, which are the configuration of microsoft/speecht5_hifigan: the
+# HiFi-GAN V1 generator width (512 channels, resblock kernels 3/7/11 with dilations 1/3/5) upsampling 4×4×4×4
+# = 256 samples per frame at 16 kHz. The mel front end is SpeechT5FeatureExtractor's defaults.
+_V1 = HifiGanArchitecture(
+    mel_bins=80,
+    sample_rate=16_000,
+    upsample_initial_channel=512,
+    upsample_rates=(4, 4, 4, 4),
+    upsample_kernel_sizes=(8, 8, 8, 8),
+    resblock_kernel_sizes=(3, 7, 11),
+    resblock_dilation_sizes=((1, 3, 5), (1, 3, 5), (1, 3, 5)),
+    leaky_relu_slope=0.1,
+    normalize_before=True,
+    convolution_norm="weight_norm",
+    mel_win_length=1024,
+    mel_fmin=80.0,
+    mel_fmax=7600.0,
+)
+
+V1 = Variant(
+    name="v1",
+    description="HiFi-GAN V1-size generator, 12.7 M parameters, 78 weight-normalized convolutions, 16 kHz",
+    checkpoint="microsoft/speecht5_hifigan",
+    architecture=_V1,
+)
+
+# Spectral norm caps every convolution's gain at 1, so the synthetic generator's waveform is about 100 times
+# quieter (standard deviation ~3e-3) than the weight-normalized one's; its tolerance scales down with it.
+_SPECTRAL_NORM_ATOL = 1e-5
+
+SPECTRAL_NORM = Variant(
+    name="spectral-norm",
+    description="the v1 generator with every convolution spectral-normalized instead (no published weights)",
+    checkpoint="microsoft/speecht5_hifigan",
+    architecture=replace(_V1, convolution_norm="spectral_norm"),
+    atol=_SPECTRAL_NORM_ATOL,
+)
+
+
+class HifiGanWaveform(nn.Module):
+    """`(1, frames, mel_bins)` log-mel → `(1, frames * hop_length)` waveform through `SpeechT5HifiGan`."""
+
+    def __init__(self, model: SpeechT5HifiGan) -> None:
+        super().__init__()
+        self.model = model
+
+    def forward(self, mel: torch.Tensor) -> torch.Tensor:
+        return self.model(mel)
+
+
+def parametrize_convolutions(model: SpeechT5HifiGan, norm: ConvolutionNorm) -> None:
+    """Compute the weight of every convolution of `model` through the `norm` parametrization, in place."""
+    if norm == "weight_norm":
+        model.apply_weight_norm()
+        return
+    for module in model.modules():
+        if isinstance(module, (nn.Conv1d, nn.ConvTranspose1d)):
+            # spectral_norm picks the output-channel dimension itself (dim 1 for transposed convolutions).
+            parametrizations.spectral_norm(module)
+
+
+@register
+class HifiGan(VocoderRecipe[HifiGanArchitecture]):
+    name = "hifigan"
+    description = "HiFi-GAN vocoder: 80-bin log-mel spectrogram to 16 kHz waveform"
+    variants = (
+        V1,
+        SPECTRAL_NORM,
+        Variant(
+            name="tiny",
+            description="test size of 'v1': 32 initial channels, weight norm",
+            architecture=_V1.tiny(),
+            checkpoint=None,
+            hidden=True,
+        ),
+        Variant(
+            name="tiny-spectral-norm",
+            description="test size of 'spectral-norm': 32 initial channels, spectral norm",
+            architecture=SPECTRAL_NORM.architecture.tiny(),
+            checkpoint=None,
+            hidden=True,
+            atol=_SPECTRAL_NORM_ATOL,
+        ),
+    )
+    sample_rate = 16_000
+    transformers_model_type = "speecht5_hifigan"
+    transformers_model_class = SpeechT5HifiGan
+
+    def transformers_config(self, architecture: HifiGanArchitecture) -> SpeechT5HifiGanConfig:
+        return SpeechT5HifiGanConfig(
+            model_in_dim=architecture.mel_bins,
+            sampling_rate=architecture.sample_rate,
+            upsample_initial_channel=architecture.upsample_initial_channel,
+            upsample_rates=list(architecture.upsample_rates),
+            upsample_kernel_sizes=list(architecture.upsample_kernel_sizes),
+            resblock_kernel_sizes=list(architecture.resblock_kernel_sizes),
+            resblock_dilation_sizes=[list(d) for d in architecture.resblock_dilation_sizes],
+            leaky_relu_slope=architecture.leaky_relu_slope,
+            normalize_before=architecture.normalize_before,
+        )
+
+    def front_end(self, model: PreTrainedModel, architecture: HifiGanArchitecture) -> MelSpectrogram:
+        config = model.config
+        return MelSpectrogram(
+            flavor="speecht5",
+            sample_rate=config.sampling_rate,
+            mel_bins=config.model_in_dim,
+            hop_length=math.prod(config.upsample_rates),
+            win_length=architecture.mel_win_length,
+            fmin=architecture.mel_fmin,
+            fmax=architecture.mel_fmax,
+        )
+
+    def export_module(
+        self, model: PreTrainedModel, architecture: HifiGanArchitecture, spec: InputSpec, seed: int
+    ) -> nn.Module:
+        assert isinstance(model, SpeechT5HifiGan)
+        parametrize_convolutions(model, architecture.convolution_norm)
+        return HifiGanWaveform(model)
+
+    def check_loadable(self, variant: Variant[HifiGanArchitecture]) -> None:
+        if variant.architecture.convolution_norm == "spectral_norm":
+            # Published HiFi-GAN checkpoints store plain weights; spectral norm would divide them by their
+            # largest singular value and change what the checkpoint computes.
+            raise WeightsError(
+                f"variant '{variant.name}' has no trained weights (spectral norm would change a checkpoint's output): "
+                "load weights with --variant v1"
+            )

@@ -1,0 +1,111 @@
+"""HuBERT speech recognition (CTC, English characters), from transformers or torchaudio.
+
+Variants copy the config.json of the published facebook/ checkpoints. Only the large model was published
+fine-tuned for CTC (facebook/hubert-large-ls960-ft); `base` is the pre-trained facebook/hubert-base-ls960
+encoder with a CTC head of the standard English vocabulary, which is synthetic unless the weights bring one.
+torchaudio builds the same architecture with `wav2vec2_model` (its `hubert_base`/`hubert_large` presets).
+"""
+
+from __future__ import annotations
+
+from torch import nn
+from transformers import HubertConfig, HubertForCTC
+
+from ._speech_encoder import (
+    STANDARD_FEATURE_ENCODER,
+    SpeechEncoderArchitecture,
+    SpeechEncoderRecipe,
+    tiny_variant,
+)
+from ._transformers import UNPADDED_EAGER_ATTENTION
+from .registry import register
+from .spec import Variant
+from .wav2vec2 import wav2vec2_torchaudio_model
+
+BASE = Variant(
+    name="base",
+    description="HuBERT base, 94 M parameters, pre-trained on LibriSpeech 960 h (no published CTC fine-tune)",
+    checkpoint="facebook/hubert-base-ls960",
+    architecture=SpeechEncoderArchitecture(
+        feature_encoder=STANDARD_FEATURE_ENCODER,
+        feature_encoder_norm="group",
+        feature_encoder_bias=False,
+        hidden_size=768,
+        num_layers=12,
+        num_heads=12,
+        intermediate_size=3072,
+        pos_conv_kernel=128,
+        pos_conv_groups=16,
+        layer_norm_first=False,
+        vocab_size=32,
+        # fairseq pre-trained HuBERT base on unnormalized audio (task.normalize=False; torchaudio's HUBERT_BASE
+        # bundle agrees).
+        normalize_waveform=False,
+    ),
+)
+
+LARGE = Variant(
+    name="large",
+    description="HuBERT large, 315 M parameters, pre-trained on Libri-Light 60 k h, fine-tuned on LibriSpeech 960 h",
+    checkpoint="facebook/hubert-large-ls960-ft",
+    architecture=SpeechEncoderArchitecture(
+        feature_encoder=STANDARD_FEATURE_ENCODER,
+        feature_encoder_norm="layer",
+        feature_encoder_bias=False,
+        hidden_size=1024,
+        num_layers=24,
+        num_heads=16,
+        intermediate_size=4096,
+        pos_conv_kernel=128,
+        pos_conv_groups=16,
+        layer_norm_first=True,
+        vocab_size=32,
+        normalize_waveform=True,
+    ),
+)
+
+
+@register
+class Hubert(SpeechEncoderRecipe):
+    name = "hubert"
+    description = "HuBERT speech recognition: 16 kHz waveform to English characters (CTC)"
+    sources = ("transformers", "torchaudio")
+    variants = (
+        BASE,
+        LARGE,
+        tiny_variant("tiny", of=BASE),
+        tiny_variant("tiny-large", of=LARGE),
+    )
+    transformers_model_type = "hubert"
+    transformers_model_class = HubertForCTC
+    transformers_attention = UNPADDED_EAGER_ATTENTION
+
+    def transformers_config(self, architecture: SpeechEncoderArchitecture) -> HubertConfig:
+        return hubert_transformers_config(architecture)
+
+    def torchaudio_model(self, architecture: SpeechEncoderArchitecture, num_outputs: int) -> nn.Module:
+        return wav2vec2_torchaudio_model(architecture, num_outputs)
+
+
+def hubert_transformers_config(architecture: SpeechEncoderArchitecture) -> HubertConfig:
+    """transformers `HubertConfig` of `architecture`; everything else keeps the library default.
+
+    The defaults `feat_proj_layer_norm=True` and `conv_pos_batch_norm=False` are those of the published
+    checkpoints (fairseq HuBERT layer-normalizes the extracted features; the positional convolution is
+    weight-normalized).
+    """
+    return HubertConfig(
+        vocab_size=architecture.vocab_size,
+        hidden_size=architecture.hidden_size,
+        num_hidden_layers=architecture.num_layers,
+        num_attention_heads=architecture.num_heads,
+        intermediate_size=architecture.intermediate_size,
+        feat_extract_norm=architecture.feature_encoder_norm,
+        conv_dim=tuple(layer.channels for layer in architecture.feature_encoder),
+        conv_kernel=tuple(layer.kernel for layer in architecture.feature_encoder),
+        conv_stride=tuple(layer.stride for layer in architecture.feature_encoder),
+        conv_bias=architecture.feature_encoder_bias,
+        num_conv_pos_embeddings=architecture.pos_conv_kernel,
+        num_conv_pos_embedding_groups=architecture.pos_conv_groups,
+        do_stable_layer_norm=architecture.layer_norm_first,
+    )

@@ -1,0 +1,104 @@
+"""Checks every CTC speech recognizer family passes (wav2vec2, HuBERT, WavLM); each family's tests call them."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+from torch.nn.utils import parametrize
+from torchaudio.models.wav2vec2.utils import import_huggingface_model
+
+from audiodeploy import recipes
+from audiodeploy.recipes import STANDARD_ENGLISH, BuiltModel
+from tests.recipes.helpers import assert_exports_like_eager, weight_norm_on_parameters
+
+
+def positional_convolution(built: BuiltModel) -> torch.nn.Module:
+    model = built.module.model
+    if built.source == "torchaudio":
+        return model.encoder.transformer.pos_conv_embed.conv
+    return model.base_model.encoder.pos_conv_embed.conv
+
+
+def check_tiny_builds_and_exports(family: str, variant: str, source: str) -> None:
+    """Builds with synthetic weights, runs, exports over 1-10 s and matches eager at 1 s and 10 s; the
+    positional convolution is a weight-norm parametrization that exports as `_weight_norm` on parameters."""
+    built = recipes.get(family).build(variant, source)
+    assert (built.recipe, built.variant, built.source) == (family, variant, source)
+    assert built.weights_provenance == f"synthetic (seed 0) from the test-size '{variant}' configuration"
+    assert built.vocabulary == STANDARD_ENGLISH
+    assert built.input.length_multiple == 320 and built.sample_rate == 16_000
+    assert (built.input.min_length, built.input.max_length) == (16_000, 160_000)
+    (waveform,) = built.example_inputs
+    assert waveform.shape == (1, 16_000)
+    with torch.no_grad():
+        logits = built.module(waveform)
+    # 320 samples per frame, minus the 400-sample receptive field of the first frame.
+    assert logits.shape == (1, 49, 32)
+    assert isinstance(built.vocabulary.decode(logits), str)
+
+    conv = positional_convolution(built)
+    assert parametrize.is_parametrized(conv, "weight")
+    assert type(conv.parametrizations["weight"][0]).__name__ == "_WeightNorm"
+
+    program = assert_exports_like_eager(built)
+    assert weight_norm_on_parameters(program) == 1
+
+
+def check_seed_decides_the_synthetic_weights(family: str) -> None:
+    recipe = recipes.get(family)
+    first, again, other = (recipe.build("tiny", seed=seed) for seed in (1, 1, 2))
+    (waveform,) = first.example_inputs
+    with torch.no_grad():
+        assert torch.equal(first.module(waveform), again.module(waveform))
+        assert not torch.equal(first.module(waveform), other.module(waveform))
+
+
+def check_transformers_weights_round_trip(family: str, variant: str, directory: Path) -> None:
+    """A tiny model saved with save_pretrained loads back through the recipe with identical outputs."""
+    recipe = recipes.get(family)
+    original = recipe.build(variant, seed=7)
+    original.module.model.save_pretrained(directory)
+    loaded = recipe.build(variant, weights=str(directory))
+    assert loaded.weights_provenance == f"loaded from {directory} (transformers {type(original.module.model).__name__})"
+    assert loaded.vocabulary == STANDARD_ENGLISH
+    assert loaded.notes == ()
+    inputs = original.random_inputs(24_000 // 320 * 320, seed=1)
+    with torch.no_grad():
+        torch.testing.assert_close(loaded.module(*inputs), original.module(*inputs), atol=0, rtol=0)
+    assert weight_norm_on_parameters(assert_exports_like_eager(loaded)) == 1
+
+
+def check_torchaudio_state_dict_matches_transformers(family: str, variant: str, directory: Path) -> None:
+    """torchaudio's converter turns the transformers model into a state dict that the torchaudio source loads,
+    and both sources then compute the same logits: the two sources build one architecture."""
+    recipe = recipes.get(family)
+    reference = recipe.build(variant, source="transformers", seed=3)
+    hf_model = reference.module.model
+    # torchaudio's converter takes the CTC head only from Wav2Vec2ForCTC (for WavLMForCTC it looks for a
+    # `.wav2vec2` attribute that transformers calls `.wavlm`): convert the body, carry the head over by hand.
+    converted = import_huggingface_model(hf_model.base_model)
+    converted.aux = torch.nn.Linear(hf_model.lm_head.in_features, hf_model.lm_head.out_features)
+    converted.aux.load_state_dict(hf_model.lm_head.state_dict())
+    path = directory / "state_dict.pt"
+    torch.save(converted.state_dict(), path)
+
+    loaded = recipe.build(variant, source="torchaudio", weights=str(path))
+    assert loaded.weights_provenance == f"loaded from {path} (torchaudio state dict, '{variant}' configuration)"
+    inputs = reference.random_inputs(32_000, seed=2)
+    with torch.no_grad():
+        torch.testing.assert_close(loaded.module(*inputs), reference.module(*inputs), atol=2e-5, rtol=1e-5)
+
+
+def check_published_configuration(family: str, variant: str, parameters: int) -> None:
+    """The published configuration has the published size in both sources (built on the meta device: no
+    memory, no time). transformers has one parameter vector more: `masked_spec_embed`, for training."""
+    recipe = recipes.get(family)
+    architecture = recipe.variant(variant).architecture
+    with torch.device("meta"):
+        hf_model = recipe.transformers_model_class(recipe.transformers_config(architecture))
+        ta_model = recipe.torchaudio_model(architecture, architecture.vocab_size)
+    hf_count = sum(p.numel() for p in hf_model.parameters())
+    ta_count = sum(p.numel() for p in ta_model.parameters())
+    assert hf_count == parameters
+    assert hf_count - ta_count == architecture.hidden_size
