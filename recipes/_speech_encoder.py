@@ -10,17 +10,17 @@ from __future__ import annotations
 
 import json
 import math
-from abc import abstractmethod
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import torch
 from torch import nn
+from torchaudio.models import wav2vec2_model
 from transformers import PretrainedConfig, PreTrainedModel, Wav2Vec2CTCTokenizer
 
 from ._ctc import STANDARD_ENGLISH, TORCHAUDIO_ENGLISH, CtcVocabulary
-from ._transformers import load_pretrained, optional_file
+from ._transformers import load_pretrained, optional_file, refuse_incomplete
 from .errors import WeightsError
 from .registry import Recipe
 from .spec import (
@@ -30,6 +30,7 @@ from .spec import (
     LengthRange,
     Variant,
     synthetic_provenance,
+    tiny_variant,
     waveform_input,
 )
 
@@ -111,15 +112,59 @@ class SpeechEncoderArchitecture:
         )
 
 
-def tiny_variant(name: str, of: Variant[SpeechEncoderArchitecture]) -> Variant[SpeechEncoderArchitecture]:
+def tiny_encoder_variant(name: str, of: Variant[SpeechEncoderArchitecture]) -> Variant[SpeechEncoderArchitecture]:
     """A hidden test-size variant with the layout of the published variant `of`."""
-    return Variant(
-        name=name,
-        description=f"test size (hidden 32, 2 layers, 2 heads) with the layout of '{of.name}' ({of.checkpoint})",
-        architecture=of.architecture.tiny(),
-        checkpoint=None,
-        hidden=True,
+    return tiny_variant(
+        name, of, f"test size (hidden 32, 2 layers, 2 heads) with the layout of '{of.name}' ({of.checkpoint})"
     )
+
+
+def transformers_config_arguments(architecture: SpeechEncoderArchitecture) -> dict[str, Any]:
+    """The keys of `architecture` that `Wav2Vec2Config`, `HubertConfig` and `WavLMConfig` share; a family adds
+    its own keys, and everything else keeps the library default."""
+    return {
+        "vocab_size": architecture.vocab_size,
+        "hidden_size": architecture.hidden_size,
+        "num_hidden_layers": architecture.num_layers,
+        "num_attention_heads": architecture.num_heads,
+        "intermediate_size": architecture.intermediate_size,
+        "feat_extract_norm": architecture.feature_encoder_norm,
+        "conv_dim": tuple(layer.channels for layer in architecture.feature_encoder),
+        "conv_kernel": tuple(layer.kernel for layer in architecture.feature_encoder),
+        "conv_stride": tuple(layer.stride for layer in architecture.feature_encoder),
+        "conv_bias": architecture.feature_encoder_bias,
+        "num_conv_pos_embeddings": architecture.pos_conv_kernel,
+        "num_conv_pos_embedding_groups": architecture.pos_conv_groups,
+        "do_stable_layer_norm": architecture.layer_norm_first,
+    }
+
+
+def torchaudio_model_arguments(architecture: SpeechEncoderArchitecture, num_outputs: int) -> dict[str, Any]:
+    """The arguments of `architecture` that torchaudio's `wav2vec2_model` and `wavlm_model` share, with a CTC
+    head (`aux`) of `num_outputs` labels; a family adds its own arguments.
+
+    Dropouts are 0: they only act in training, and the module is built for inference.
+    """
+    return {
+        "extractor_mode": f"{architecture.feature_encoder_norm}_norm",
+        "extractor_conv_layer_config": [
+            (layer.channels, layer.kernel, layer.stride) for layer in architecture.feature_encoder
+        ],
+        "extractor_conv_bias": architecture.feature_encoder_bias,
+        "encoder_embed_dim": architecture.hidden_size,
+        "encoder_projection_dropout": 0.0,
+        "encoder_pos_conv_kernel": architecture.pos_conv_kernel,
+        "encoder_pos_conv_groups": architecture.pos_conv_groups,
+        "encoder_num_layers": architecture.num_layers,
+        "encoder_num_heads": architecture.num_heads,
+        "encoder_attention_dropout": 0.0,
+        "encoder_ff_interm_features": architecture.intermediate_size,
+        "encoder_ff_interm_dropout": 0.0,
+        "encoder_dropout": 0.0,
+        "encoder_layer_norm_first": architecture.layer_norm_first,
+        "encoder_layer_drop": 0.0,
+        "aux_num_out": num_outputs,
+    }
 
 
 def _normalize(waveform: torch.Tensor) -> torch.Tensor:
@@ -129,25 +174,11 @@ def _normalize(waveform: torch.Tensor) -> torch.Tensor:
     return (waveform - mean) / torch.sqrt(variance + 1e-7)
 
 
-class TransformersCtc(nn.Module):
-    """`(1, samples)` float32 waveform → `(1, frames, vocabulary)` logits through a transformers `*ForCTC`.
+class _WaveformCtc(nn.Module):
+    """`(1, samples)` float32 waveform → `(1, frames, vocabulary)` logits through `model`.
 
     Normalizes the waveform first when the checkpoint expects it, so the exported program takes raw audio.
     """
-
-    def __init__(self, model: PreTrainedModel, normalize_waveform: bool) -> None:
-        super().__init__()
-        self.model = model
-        self.normalize_waveform = normalize_waveform
-
-    def forward(self, waveform: torch.Tensor) -> torch.Tensor:
-        if self.normalize_waveform:
-            waveform = _normalize(waveform)
-        return self.model(input_values=waveform).logits
-
-
-class TorchaudioCtc(nn.Module):
-    """`(1, samples)` float32 waveform → `(1, frames, vocabulary)` logits through a torchaudio `Wav2Vec2Model`."""
 
     def __init__(self, model: nn.Module, normalize_waveform: bool) -> None:
         super().__init__()
@@ -157,6 +188,24 @@ class TorchaudioCtc(nn.Module):
     def forward(self, waveform: torch.Tensor) -> torch.Tensor:
         if self.normalize_waveform:
             waveform = _normalize(waveform)
+        return self.logits(waveform)
+
+    def logits(self, waveform: torch.Tensor) -> torch.Tensor:
+        """The model's logits for the (normalized) waveform."""
+        raise NotImplementedError
+
+
+class TransformersCtc(_WaveformCtc):
+    """`(1, samples)` float32 waveform → `(1, frames, vocabulary)` logits through a transformers `*ForCTC`."""
+
+    def logits(self, waveform: torch.Tensor) -> torch.Tensor:
+        return self.model(input_values=waveform).logits
+
+
+class TorchaudioCtc(_WaveformCtc):
+    """`(1, samples)` float32 waveform → `(1, frames, vocabulary)` logits through a torchaudio `Wav2Vec2Model`."""
+
+    def logits(self, waveform: torch.Tensor) -> torch.Tensor:
         logits, _ = self.model(waveform)
         return logits
 
@@ -187,54 +236,53 @@ class SpeechEncoderRecipe(Recipe[SpeechEncoderArchitecture]):
     transformers_attention: str | None
     """attn_implementation to build with, or None when the family's attention ignores the setting (WavLM)."""
 
-    @abstractmethod
     def transformers_config(self, architecture: SpeechEncoderArchitecture) -> PretrainedConfig:
-        """The transformers config of `architecture`."""
+        """The transformers config of `architecture`: the family's config class (`config_class` of its model
+        class) with the keys the three families share. A family with keys of its own overrides this."""
+        return self.transformers_model_class.config_class(**transformers_config_arguments(architecture))
 
     def torchaudio_model(self, architecture: SpeechEncoderArchitecture, num_outputs: int) -> nn.Module:
-        """The torchaudio model of `architecture` with a CTC head of `num_outputs` labels."""
-        raise NotImplementedError(f"recipe '{self.name}' has no torchaudio source")
+        """The torchaudio model of `architecture` with a CTC head of `num_outputs` labels: torchaudio's general
+        `wav2vec2_model`, which builds wav2vec2 and HuBERT (`hubert_base`/`hubert_large` are presets of it).
+        A family with another torchaudio builder overrides this."""
+        return wav2vec2_model(**torchaudio_model_arguments(architecture, num_outputs))
 
     def _build(self, request: BuildRequest[SpeechEncoderArchitecture]) -> BuiltModel:
-        if request.source == "transformers":
+        if request.weights is None:
+            loaded = self._synthetic(request)
+        elif request.source == "transformers":
             loaded = self._from_transformers(request)
         else:
             loaded = self._from_torchaudio(request)
-        module = loaded.module.eval()
-        module.requires_grad_(False)
         spec = waveform_input(self.sample_rate, loaded.stride, request.length_range)
-        return BuiltModel(
-            recipe=self.name,
-            variant=request.variant.name,
-            source=request.source,
+        return self._package(
+            request, loaded.module, spec, loaded.provenance, loaded.notes, vocabulary=loaded.vocabulary
+        )
+
+    def _synthetic(self, request: BuildRequest[SpeechEncoderArchitecture]) -> _Loaded:
+        architecture = request.variant.architecture
+        torch.manual_seed(request.seed)
+        module: _WaveformCtc
+        if request.source == "transformers":
+            model = self.transformers_model_class(self.transformers_config(architecture))
+            if self.transformers_attention is not None:
+                model.set_attn_implementation(self.transformers_attention)
+            module = TransformersCtc(model, architecture.normalize_waveform)
+        else:
+            module = TorchaudioCtc(
+                self.torchaudio_model(architecture, architecture.vocab_size), architecture.normalize_waveform
+            )
+        return _Loaded(
             module=module,
-            example_inputs=spec.random_inputs(spec.example_length, seed=request.seed),
-            dynamic_shapes=spec.dynamic_shapes(),
-            input=spec,
-            output=self.output,
-            length_range=request.length_range,
-            weights_provenance=loaded.provenance,
-            atol=self.tolerance(request.variant),
-            vocabulary=loaded.vocabulary,
-            notes=loaded.notes,
+            stride=architecture.stride,
+            vocabulary=STANDARD_ENGLISH,
+            provenance=synthetic_provenance(request.variant, request.seed),
+            notes=(),
         )
 
     def _from_transformers(self, request: BuildRequest[SpeechEncoderArchitecture]) -> _Loaded:
         architecture = request.variant.architecture
         model_class = self.transformers_model_class
-        if request.weights is None:
-            torch.manual_seed(request.seed)
-            model = model_class(self.transformers_config(architecture))
-            if self.transformers_attention is not None:
-                model.set_attn_implementation(self.transformers_attention)
-            return _Loaded(
-                module=TransformersCtc(model, architecture.normalize_waveform),
-                stride=architecture.stride,
-                vocabulary=STANDARD_ENGLISH,
-                provenance=synthetic_provenance(request.variant, request.seed),
-                notes=(),
-            )
-
         model, missing = load_pretrained(
             model_class,
             request.weights,
@@ -244,14 +292,9 @@ class SpeechEncoderRecipe(Recipe[SpeechEncoderArchitecture]):
             request.seed,
         )
         notes: list[str] = []
-        head_missing = [key for key in missing if key.startswith("lm_head.")]
-        if len(head_missing) != len(missing):
-            body_missing = [key for key in missing if not key.startswith("lm_head.")]
-            raise WeightsError(
-                f"weights '{request.weights}' lack {len(body_missing)} parameters of {model_class.__name__} "
-                f"(e.g. {body_missing[0]}): pass a complete {self.transformers_model_type} checkpoint"
-            )
-        if head_missing:
+        body_missing = [key for key in missing if not key.startswith("lm_head.")]
+        refuse_incomplete(request.weights, body_missing, model_class, self.transformers_model_type)
+        if missing:
             # Pre-trained-only checkpoints (hubert-base-ls960, wavlm-base-plus) have no CTC head.
             notes.append(f"the checkpoint has no CTC head: lm_head is synthetic (seed {request.seed})")
         config = model.config
@@ -267,17 +310,6 @@ class SpeechEncoderRecipe(Recipe[SpeechEncoderArchitecture]):
 
     def _from_torchaudio(self, request: BuildRequest[SpeechEncoderArchitecture]) -> _Loaded:
         architecture = request.variant.architecture
-        if request.weights is None:
-            torch.manual_seed(request.seed)
-            model = self.torchaudio_model(architecture, architecture.vocab_size)
-            return _Loaded(
-                module=TorchaudioCtc(model, architecture.normalize_waveform),
-                stride=architecture.stride,
-                vocabulary=STANDARD_ENGLISH,
-                provenance=synthetic_provenance(request.variant, request.seed),
-                notes=(),
-            )
-
         state = _read_state_dict(request.weights)
         head = state.get("aux.weight")
         num_outputs = architecture.vocab_size if head is None else int(head.shape[0])

@@ -120,6 +120,15 @@ def load_pretrained(
     return model.eval(), sorted(loading_info.get("missing_keys", []))
 
 
+def refuse_incomplete(weights: str, missing: list[str], model_class: type[PreTrainedModel], model_type: str) -> None:
+    """Raise `WeightsError` when the checkpoint lacks any of the `missing` parameters it must hold."""
+    if missing:
+        raise WeightsError(
+            f"weights '{weights}' lack {len(missing)} parameters of {model_class.__name__} "
+            f"(e.g. {missing[0]}): pass a complete {model_type} checkpoint"
+        )
+
+
 def optional_file(weights: str, filename: str) -> str | None:
     """Path of `filename` beside the weights (a tokenizer or preprocessor file), or None when there is none."""
     location = locate(weights)

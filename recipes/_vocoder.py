@@ -3,15 +3,14 @@
 from __future__ import annotations
 
 from abc import abstractmethod
-from typing import cast
+from typing import Protocol, cast
 
 import torch
 from torch import nn
 from transformers import PretrainedConfig, PreTrainedModel
 
 from ._audio import MelSpectrogram
-from ._transformers import load_pretrained
-from .errors import WeightsError
+from ._transformers import load_pretrained, refuse_incomplete
 from .registry import Recipe
 from .spec import (
     WAVEFORM_OUTPUT,
@@ -24,6 +23,10 @@ from .spec import (
     mel_input,
     synthetic_provenance,
 )
+
+
+class _WeightNormed(Protocol):
+    def apply_weight_norm(self) -> None: ...
 
 
 def count_parametrized_convolutions(model: nn.Module, parametrization: type[nn.Module]) -> int:
@@ -86,12 +89,17 @@ class VocoderRecipe(Recipe[ArchitectureT]):
     def front_end(self, model: PreTrainedModel, architecture: ArchitectureT) -> MelSpectrogram:
         """The mel front end the model takes, from its (possibly loaded) config."""
 
+    def parametrize_convolutions(self, model: PreTrainedModel, architecture: ArchitectureT) -> None:
+        """Compute the convolution weights from parameters as the variant says, in place. By default as trained
+        checkpoints store them: transformers' `apply_weight_norm()` puts every convolution of the generator
+        under `torch.nn.utils.parametrizations.weight_norm`."""
+        cast(_WeightNormed, model).apply_weight_norm()
+
     @abstractmethod
     def export_module(
         self, model: PreTrainedModel, architecture: ArchitectureT, spec: InputSpec, seed: int
     ) -> nn.Module:
-        """Parametrize the model's convolutions as the variant says and wrap it: mel `(1, frames, bins)` in,
-        waveform `(1, samples)` out."""
+        """Wrap the parametrized model: mel `(1, frames, bins)` in, waveform `(1, samples)` out."""
 
     def check_loadable(self, variant: Variant[ArchitectureT]) -> None:
         """Raise `WeightsError` when `variant` cannot take loaded weights."""
@@ -112,29 +120,11 @@ class VocoderRecipe(Recipe[ArchitectureT]):
             model, missing = load_pretrained(
                 model_class, request.weights, self.transformers_model_type, self.name, None, request.seed
             )
-            if missing:
-                raise WeightsError(
-                    f"weights '{request.weights}' lack {len(missing)} parameters of {model_class.__name__} "
-                    f"(e.g. {missing[0]}): pass a complete {self.transformers_model_type} checkpoint"
-                )
+            refuse_incomplete(request.weights, missing, model_class, self.transformers_model_type)
             provenance = f"loaded from {request.weights} (transformers {model_class.__name__})"
             notes = ()
         mel = self.front_end(model, architecture)
         spec = mel_input(mel.sample_rate, mel.hop_length, mel.mel_bins, request.length_range)
-        module = self.export_module(model, architecture, spec, request.seed).eval()
-        module.requires_grad_(False)
-        return BuiltModel(
-            recipe=self.name,
-            variant=request.variant.name,
-            source=request.source,
-            module=module,
-            example_inputs=spec.random_inputs(spec.example_length, seed=request.seed),
-            dynamic_shapes=spec.dynamic_shapes(),
-            input=spec,
-            output=self.output,
-            length_range=request.length_range,
-            weights_provenance=provenance,
-            atol=self.tolerance(request.variant),
-            mel=mel,
-            notes=notes,
-        )
+        self.parametrize_convolutions(model, architecture)
+        module = self.export_module(model, architecture, spec, request.seed)
+        return self._package(request, module, spec, provenance, notes, mel=mel)

@@ -21,7 +21,7 @@ from ._audio import MelSpectrogram
 from ._vocoder import VocoderRecipe
 from .errors import WeightsError
 from .registry import register
-from .spec import InputSpec, Variant
+from .spec import InputSpec, Variant, tiny_variant
 
 ConvolutionNorm = Literal["weight_norm", "spectral_norm"]
 
@@ -109,17 +109,6 @@ class HifiGanWaveform(nn.Module):
         return self.model(mel)
 
 
-def parametrize_convolutions(model: SpeechT5HifiGan, norm: ConvolutionNorm) -> None:
-    """Compute the weight of every convolution of `model` through the `norm` parametrization, in place."""
-    if norm == "weight_norm":
-        model.apply_weight_norm()
-        return
-    for module in model.modules():
-        if isinstance(module, (nn.Conv1d, nn.ConvTranspose1d)):
-            # spectral_norm picks the output-channel dimension itself (dim 1 for transposed convolutions).
-            parametrizations.spectral_norm(module)
-
-
 @register
 class HifiGan(VocoderRecipe[HifiGanArchitecture]):
     name = "hifigan"
@@ -127,20 +116,9 @@ class HifiGan(VocoderRecipe[HifiGanArchitecture]):
     variants = (
         V1,
         SPECTRAL_NORM,
-        Variant(
-            name="tiny",
-            description="test size of 'v1': 32 initial channels, weight norm",
-            architecture=_V1.tiny(),
-            checkpoint=None,
-            hidden=True,
-        ),
-        Variant(
-            name="tiny-spectral-norm",
-            description="test size of 'spectral-norm': 32 initial channels, spectral norm",
-            architecture=SPECTRAL_NORM.architecture.tiny(),
-            checkpoint=None,
-            hidden=True,
-            atol=_SPECTRAL_NORM_ATOL,
+        tiny_variant("tiny", V1, "test size of 'v1': 32 initial channels, weight norm"),
+        tiny_variant(
+            "tiny-spectral-norm", SPECTRAL_NORM, "test size of 'spectral-norm': 32 initial channels, spectral norm"
         ),
     )
     sample_rate = 16_000
@@ -172,11 +150,19 @@ class HifiGan(VocoderRecipe[HifiGanArchitecture]):
             fmax=architecture.mel_fmax,
         )
 
+    def parametrize_convolutions(self, model: PreTrainedModel, architecture: HifiGanArchitecture) -> None:
+        if architecture.convolution_norm == "weight_norm":
+            super().parametrize_convolutions(model, architecture)
+            return
+        for module in model.modules():
+            if isinstance(module, (nn.Conv1d, nn.ConvTranspose1d)):
+                # spectral_norm picks the output-channel dimension itself (dim 1 for transposed convolutions).
+                parametrizations.spectral_norm(module)
+
     def export_module(
         self, model: PreTrainedModel, architecture: HifiGanArchitecture, spec: InputSpec, seed: int
     ) -> nn.Module:
         assert isinstance(model, SpeechT5HifiGan)
-        parametrize_convolutions(model, architecture.convolution_norm)
         return HifiGanWaveform(model)
 
     def check_loadable(self, variant: Variant[HifiGanArchitecture]) -> None:

@@ -4,23 +4,24 @@ Variants copy the config.json of the published facebook/ checkpoints. Only the l
 fine-tuned for CTC (facebook/hubert-large-ls960-ft); `base` is the pre-trained facebook/hubert-base-ls960
 encoder with a CTC head of the standard English vocabulary, which is synthetic unless the weights bring one.
 torchaudio builds the same architecture with `wav2vec2_model` (its `hubert_base`/`hubert_large` presets).
+The transformers config keeps the defaults `feat_proj_layer_norm=True` and `conv_pos_batch_norm=False`, which
+are those of the published checkpoints (fairseq HuBERT layer-normalizes the extracted features; the positional
+convolution is weight-normalized).
 """
 
 from __future__ import annotations
 
-from torch import nn
-from transformers import HubertConfig, HubertForCTC
+from transformers import HubertForCTC
 
 from ._speech_encoder import (
     STANDARD_FEATURE_ENCODER,
     SpeechEncoderArchitecture,
     SpeechEncoderRecipe,
-    tiny_variant,
+    tiny_encoder_variant,
 )
 from ._transformers import UNPADDED_EAGER_ATTENTION
 from .registry import register
 from .spec import Variant
-from .wav2vec2 import wav2vec2_torchaudio_model
 
 BASE = Variant(
     name="base",
@@ -73,39 +74,9 @@ class Hubert(SpeechEncoderRecipe):
     variants = (
         BASE,
         LARGE,
-        tiny_variant("tiny", of=BASE),
-        tiny_variant("tiny-large", of=LARGE),
+        tiny_encoder_variant("tiny", of=BASE),
+        tiny_encoder_variant("tiny-large", of=LARGE),
     )
     transformers_model_type = "hubert"
     transformers_model_class = HubertForCTC
     transformers_attention = UNPADDED_EAGER_ATTENTION
-
-    def transformers_config(self, architecture: SpeechEncoderArchitecture) -> HubertConfig:
-        return hubert_transformers_config(architecture)
-
-    def torchaudio_model(self, architecture: SpeechEncoderArchitecture, num_outputs: int) -> nn.Module:
-        return wav2vec2_torchaudio_model(architecture, num_outputs)
-
-
-def hubert_transformers_config(architecture: SpeechEncoderArchitecture) -> HubertConfig:
-    """transformers `HubertConfig` of `architecture`; everything else keeps the library default.
-
-    The defaults `feat_proj_layer_norm=True` and `conv_pos_batch_norm=False` are those of the published
-    checkpoints (fairseq HuBERT layer-normalizes the extracted features; the positional convolution is
-    weight-normalized).
-    """
-    return HubertConfig(
-        vocab_size=architecture.vocab_size,
-        hidden_size=architecture.hidden_size,
-        num_hidden_layers=architecture.num_layers,
-        num_attention_heads=architecture.num_heads,
-        intermediate_size=architecture.intermediate_size,
-        feat_extract_norm=architecture.feature_encoder_norm,
-        conv_dim=tuple(layer.channels for layer in architecture.feature_encoder),
-        conv_kernel=tuple(layer.kernel for layer in architecture.feature_encoder),
-        conv_stride=tuple(layer.stride for layer in architecture.feature_encoder),
-        conv_bias=architecture.feature_encoder_bias,
-        num_conv_pos_embeddings=architecture.pos_conv_kernel,
-        num_conv_pos_embedding_groups=architecture.pos_conv_groups,
-        do_stable_layer_norm=architecture.layer_norm_first,
-    )

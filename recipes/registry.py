@@ -19,12 +19,17 @@ from abc import ABC, abstractmethod
 from collections.abc import Iterable
 from typing import Generic, TypeVar
 
+from torch import nn
+
+from ._audio import MelSpectrogram
+from ._ctc import CtcVocabulary
 from .errors import RegistrationError, UnknownRecipeError, UnknownSourceError, UnknownVariantError
 from .spec import (
     ArchitectureT,
     BuildRequest,
     BuiltModel,
     InputKind,
+    InputSpec,
     LengthRange,
     OutputSpec,
     Task,
@@ -126,6 +131,37 @@ class Recipe(ABC, Generic[ArchitectureT]):
     @abstractmethod
     def _build(self, request: BuildRequest[ArchitectureT]) -> BuiltModel:
         """Build the model for a validated request."""
+
+    def _package(
+        self,
+        request: BuildRequest[ArchitectureT],
+        module: nn.Module,
+        spec: InputSpec,
+        weights_provenance: str,
+        notes: tuple[str, ...],
+        vocabulary: CtcVocabulary | None = None,
+        mel: MelSpectrogram | None = None,
+    ) -> BuiltModel:
+        """`module` as `request` built it, ready for export: in eval mode without gradients, with seeded
+        example inputs of `spec.example_length`, dynamic shapes over `spec`, and the variant's tolerance."""
+        module = module.eval()
+        module.requires_grad_(False)
+        return BuiltModel(
+            recipe=self.name,
+            variant=request.variant.name,
+            source=request.source,
+            module=module,
+            example_inputs=spec.random_inputs(spec.example_length, seed=request.seed),
+            dynamic_shapes=spec.dynamic_shapes(),
+            input=spec,
+            output=self.output,
+            length_range=request.length_range,
+            weights_provenance=weights_provenance,
+            atol=self.tolerance(request.variant),
+            vocabulary=vocabulary,
+            mel=mel,
+            notes=notes,
+        )
 
     def describe(self) -> dict[str, object]:
         """A JSON-serializable summary of the declaration, for `audiodeploy list`."""

@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Generic, Literal, TypeVar
+from typing import Any, Generic, Literal, Protocol, Self, TypeVar
 
 import torch
 from torch.export import Dim
@@ -273,6 +273,28 @@ class Variant(Generic[ArchitectureT]):
     hidden: bool = False
     atol: float | None = None
     """Tolerance against eager when it differs from the recipe's (an output of another scale)."""
+
+
+class _Shrinkable(Protocol):
+    def tiny(self) -> Self:
+        """The same layout at test size."""
+        ...
+
+
+ShrinkableT = TypeVar("ShrinkableT", bound=_Shrinkable)
+
+
+def tiny_variant(name: str, of: Variant[ShrinkableT], description: str) -> Variant[ShrinkableT]:
+    """A hidden variant with the layout of the published variant `of` at test size (`architecture.tiny()`),
+    with no checkpoint and the tolerance of `of`."""
+    return Variant(
+        name=name,
+        description=description,
+        architecture=of.architecture.tiny(),
+        checkpoint=None,
+        hidden=True,
+        atol=of.atol,
+    )
 
 
 def synthetic_provenance(variant: Variant[Any], seed: int) -> str:

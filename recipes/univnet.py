@@ -20,7 +20,7 @@ from transformers import PreTrainedModel, UnivNetConfig, UnivNetModel
 from ._audio import MelSpectrogram
 from ._vocoder import VocoderRecipe
 from .registry import register
-from .spec import InputSpec, Variant
+from .spec import InputSpec, Variant, tiny_variant
 
 
 @dataclass(frozen=True)
@@ -105,13 +105,7 @@ class UnivNet(VocoderRecipe[UnivNetArchitecture]):
     description = "UnivNet vocoder: 100-bin log-mel spectrogram to 24 kHz waveform"
     variants = (
         C32,
-        Variant(
-            name="tiny",
-            description="test size of 'c32': 8 channels everywhere",
-            architecture=_C32.tiny(),
-            checkpoint=None,
-            hidden=True,
-        ),
+        tiny_variant("tiny", C32, "test size of 'c32': 8 channels everywhere"),
     )
     sample_rate = 24_000
     transformers_model_type = "univnet"
@@ -147,7 +141,6 @@ class UnivNet(VocoderRecipe[UnivNetArchitecture]):
         self, model: PreTrainedModel, architecture: UnivNetArchitecture, spec: InputSpec, seed: int
     ) -> nn.Module:
         assert isinstance(model, UnivNetModel)
-        model.apply_weight_norm()
         generator = torch.Generator().manual_seed(seed)
         noise = torch.randn((1, spec.max_length, model.config.model_in_channels), generator=generator)
         return UnivNetWaveform(model, noise)

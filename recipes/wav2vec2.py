@@ -7,15 +7,13 @@ agree with these values.
 
 from __future__ import annotations
 
-from torch import nn
-from torchaudio.models import wav2vec2_model
-from transformers import Wav2Vec2Config, Wav2Vec2ForCTC
+from transformers import Wav2Vec2ForCTC
 
 from ._speech_encoder import (
     STANDARD_FEATURE_ENCODER,
     SpeechEncoderArchitecture,
     SpeechEncoderRecipe,
-    tiny_variant,
+    tiny_encoder_variant,
 )
 from ._transformers import UNPADDED_EAGER_ATTENTION
 from .registry import register
@@ -91,62 +89,9 @@ class Wav2Vec2(SpeechEncoderRecipe):
         BASE,
         LARGE,
         LARGE_LV60,
-        tiny_variant("tiny", of=BASE),
-        tiny_variant("tiny-lv60", of=LARGE_LV60),
+        tiny_encoder_variant("tiny", of=BASE),
+        tiny_encoder_variant("tiny-lv60", of=LARGE_LV60),
     )
     transformers_model_type = "wav2vec2"
     transformers_model_class = Wav2Vec2ForCTC
     transformers_attention = UNPADDED_EAGER_ATTENTION
-
-    def transformers_config(self, architecture: SpeechEncoderArchitecture) -> Wav2Vec2Config:
-        return wav2vec2_transformers_config(architecture)
-
-    def torchaudio_model(self, architecture: SpeechEncoderArchitecture, num_outputs: int) -> nn.Module:
-        return wav2vec2_torchaudio_model(architecture, num_outputs)
-
-
-def wav2vec2_transformers_config(architecture: SpeechEncoderArchitecture) -> Wav2Vec2Config:
-    """transformers `Wav2Vec2Config` of `architecture`; everything else keeps the library default."""
-    return Wav2Vec2Config(
-        vocab_size=architecture.vocab_size,
-        hidden_size=architecture.hidden_size,
-        num_hidden_layers=architecture.num_layers,
-        num_attention_heads=architecture.num_heads,
-        intermediate_size=architecture.intermediate_size,
-        feat_extract_norm=architecture.feature_encoder_norm,
-        conv_dim=tuple(layer.channels for layer in architecture.feature_encoder),
-        conv_kernel=tuple(layer.kernel for layer in architecture.feature_encoder),
-        conv_stride=tuple(layer.stride for layer in architecture.feature_encoder),
-        conv_bias=architecture.feature_encoder_bias,
-        num_conv_pos_embeddings=architecture.pos_conv_kernel,
-        num_conv_pos_embedding_groups=architecture.pos_conv_groups,
-        do_stable_layer_norm=architecture.layer_norm_first,
-    )
-
-
-def wav2vec2_torchaudio_model(architecture: SpeechEncoderArchitecture, num_outputs: int) -> nn.Module:
-    """torchaudio `Wav2Vec2Model` of `architecture` with a CTC head (`aux`) of `num_outputs` labels.
-
-    torchaudio builds HuBERT with this same function (its `hubert_base`/`hubert_large` are presets of it).
-    Dropouts are 0: they only act in training, and the module is built for inference.
-    """
-    return wav2vec2_model(
-        extractor_mode=f"{architecture.feature_encoder_norm}_norm",
-        extractor_conv_layer_config=[
-            (layer.channels, layer.kernel, layer.stride) for layer in architecture.feature_encoder
-        ],
-        extractor_conv_bias=architecture.feature_encoder_bias,
-        encoder_embed_dim=architecture.hidden_size,
-        encoder_projection_dropout=0.0,
-        encoder_pos_conv_kernel=architecture.pos_conv_kernel,
-        encoder_pos_conv_groups=architecture.pos_conv_groups,
-        encoder_num_layers=architecture.num_layers,
-        encoder_num_heads=architecture.num_heads,
-        encoder_attention_dropout=0.0,
-        encoder_ff_interm_features=architecture.intermediate_size,
-        encoder_ff_interm_dropout=0.0,
-        encoder_dropout=0.0,
-        encoder_layer_norm_first=architecture.layer_norm_first,
-        encoder_layer_drop=0.0,
-        aux_num_out=num_outputs,
-    )

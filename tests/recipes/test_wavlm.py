@@ -1,43 +1,12 @@
-"""WavLM: both sources at test size, real weights loading, published configurations."""
+"""WavLM: its published layouts and relative-position bias (the checks every speech encoder passes are in
+test_speech_encoders.py)."""
 
 from __future__ import annotations
 
-import pytest
 import torch
 
 from audiodeploy import recipes
 from tests.recipes.helpers import assert_exports_like_eager
-from tests.recipes.speech_encoder_checks import (
-    check_published_configuration,
-    check_seed_decides_the_synthetic_weights,
-    check_tiny_builds_and_exports,
-    check_torchaudio_state_dict_matches_transformers,
-    check_transformers_weights_round_trip,
-)
-
-
-@pytest.mark.parametrize("source", ["transformers", "torchaudio"])
-@pytest.mark.parametrize("variant", ["tiny", "tiny-large"])
-def test_tiny_fp32_builds_and_exports_like_eager(variant, source):
-    check_tiny_builds_and_exports("wavlm", variant, source)
-
-
-def test_seed_decides_the_synthetic_weights():
-    check_seed_decides_the_synthetic_weights("wavlm")
-
-
-def test_transformers_weights_round_trip(tmp_path):
-    check_transformers_weights_round_trip("wavlm", "tiny", tmp_path)
-
-
-@pytest.mark.parametrize("variant", ["tiny", "tiny-large"])
-def test_torchaudio_state_dict_matches_transformers(variant, tmp_path):
-    check_torchaudio_state_dict_matches_transformers("wavlm", variant, tmp_path)
-
-
-@pytest.mark.parametrize(("variant", "parameters"), [("base-plus", 94_406_544), ("large", 315_485_920)])
-def test_published_configuration(variant, parameters):
-    check_published_configuration("wavlm", variant, parameters)
 
 
 def test_published_layouts():

@@ -1,9 +1,9 @@
-"""Checks every CTC speech recognizer family passes (wav2vec2, HuBERT, WavLM); each family's tests call them."""
+"""What every CTC speech recognizer family (wav2vec2, HuBERT, WavLM) passes: both sources at test size, real
+weights loading, published configurations. Each family's own behaviour is tested in its test_<family>.py."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
+import pytest
 import torch
 from torch.nn.utils import parametrize
 from torchaudio.models.wav2vec2.utils import import_huggingface_model
@@ -11,6 +11,29 @@ from torchaudio.models.wav2vec2.utils import import_huggingface_model
 from audiodeploy import recipes
 from audiodeploy.recipes import STANDARD_ENGLISH, BuiltModel
 from tests.recipes.helpers import assert_exports_like_eager, weight_norm_on_parameters
+
+FAMILIES = ("wav2vec2", "hubert", "wavlm")
+
+# Every family's test-size variants: the layouts of its smallest and its pre-norm published variant.
+TINY = [
+    ("wav2vec2", "tiny"),
+    ("wav2vec2", "tiny-lv60"),
+    ("hubert", "tiny"),
+    ("hubert", "tiny-large"),
+    ("wavlm", "tiny"),
+    ("wavlm", "tiny-large"),
+]
+
+# Parameters of the transformers model of each published variant.
+PUBLISHED = [
+    ("wav2vec2", "base", 94_396_320),
+    ("wav2vec2", "large", 315_461_792),
+    ("wav2vec2", "large-lv60", 315_471_520),
+    ("hubert", "base", 94_396_320),
+    ("hubert", "large", 315_467_936),
+    ("wavlm", "base-plus", 94_406_544),
+    ("wavlm", "large", 315_485_920),
+]
 
 
 def positional_convolution(built: BuiltModel) -> torch.nn.Module:
@@ -20,7 +43,9 @@ def positional_convolution(built: BuiltModel) -> torch.nn.Module:
     return model.base_model.encoder.pos_conv_embed.conv
 
 
-def check_tiny_builds_and_exports(family: str, variant: str, source: str) -> None:
+@pytest.mark.parametrize("source", ["transformers", "torchaudio"])
+@pytest.mark.parametrize(("family", "variant"), TINY)
+def test_tiny_fp32_builds_and_exports_like_eager(family, variant, source):
     """Builds with synthetic weights, runs, exports over 1-10 s and matches eager at 1 s and 10 s; the
     positional convolution is a weight-norm parametrization that exports as `_weight_norm` on parameters."""
     built = recipes.get(family).build(variant, source)
@@ -45,7 +70,8 @@ def check_tiny_builds_and_exports(family: str, variant: str, source: str) -> Non
     assert weight_norm_on_parameters(program) == 1
 
 
-def check_seed_decides_the_synthetic_weights(family: str) -> None:
+@pytest.mark.parametrize("family", FAMILIES)
+def test_seed_decides_the_synthetic_weights(family):
     recipe = recipes.get(family)
     first, again, other = (recipe.build("tiny", seed=seed) for seed in (1, 1, 2))
     (waveform,) = first.example_inputs
@@ -54,13 +80,17 @@ def check_seed_decides_the_synthetic_weights(family: str) -> None:
         assert not torch.equal(first.module(waveform), other.module(waveform))
 
 
-def check_transformers_weights_round_trip(family: str, variant: str, directory: Path) -> None:
+@pytest.mark.parametrize(
+    ("family", "variant"),
+    [("wav2vec2", "tiny"), ("wav2vec2", "tiny-lv60"), ("hubert", "tiny-large"), ("wavlm", "tiny")],
+)
+def test_transformers_weights_round_trip(family, variant, tmp_path):
     """A tiny model saved with save_pretrained loads back through the recipe with identical outputs."""
     recipe = recipes.get(family)
     original = recipe.build(variant, seed=7)
-    original.module.model.save_pretrained(directory)
-    loaded = recipe.build(variant, weights=str(directory))
-    assert loaded.weights_provenance == f"loaded from {directory} (transformers {type(original.module.model).__name__})"
+    original.module.model.save_pretrained(tmp_path)
+    loaded = recipe.build(variant, weights=str(tmp_path))
+    assert loaded.weights_provenance == f"loaded from {tmp_path} (transformers {type(original.module.model).__name__})"
     assert loaded.vocabulary == STANDARD_ENGLISH
     assert loaded.notes == ()
     inputs = original.random_inputs(24_000 // 320 * 320, seed=1)
@@ -69,7 +99,8 @@ def check_transformers_weights_round_trip(family: str, variant: str, directory: 
     assert weight_norm_on_parameters(assert_exports_like_eager(loaded)) == 1
 
 
-def check_torchaudio_state_dict_matches_transformers(family: str, variant: str, directory: Path) -> None:
+@pytest.mark.parametrize(("family", "variant"), TINY)
+def test_torchaudio_state_dict_matches_transformers(family, variant, tmp_path):
     """torchaudio's converter turns the transformers model into a state dict that the torchaudio source loads,
     and both sources then compute the same logits: the two sources build one architecture."""
     recipe = recipes.get(family)
@@ -80,7 +111,7 @@ def check_torchaudio_state_dict_matches_transformers(family: str, variant: str, 
     converted = import_huggingface_model(hf_model.base_model)
     converted.aux = torch.nn.Linear(hf_model.lm_head.in_features, hf_model.lm_head.out_features)
     converted.aux.load_state_dict(hf_model.lm_head.state_dict())
-    path = directory / "state_dict.pt"
+    path = tmp_path / "state_dict.pt"
     torch.save(converted.state_dict(), path)
 
     loaded = recipe.build(variant, source="torchaudio", weights=str(path))
@@ -90,7 +121,8 @@ def check_torchaudio_state_dict_matches_transformers(family: str, variant: str, 
         torch.testing.assert_close(loaded.module(*inputs), reference.module(*inputs), atol=2e-5, rtol=1e-5)
 
 
-def check_published_configuration(family: str, variant: str, parameters: int) -> None:
+@pytest.mark.parametrize(("family", "variant", "parameters"), PUBLISHED)
+def test_published_configuration(family, variant, parameters):
     """The published configuration has the published size in both sources (built on the meta device: no
     memory, no time). transformers has one parameter vector more: `masked_spec_embed`, for training."""
     recipe = recipes.get(family)
