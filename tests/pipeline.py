@@ -32,17 +32,23 @@ def assert_matches_eager(
     torch.testing.assert_close(actual, expected, atol=atol, rtol=FP32_RTOL)
 
 
+def export_aten(module: torch.nn.Module, inputs: tuple[torch.Tensor, ...], dynamic_shapes: Any = None):
+    """The ATen program ``lower()`` starts from (before any rewrite)."""
+    return torch.export.export(module, inputs, dynamic_shapes=dynamic_shapes).run_decompositions({})
+
+
 def lower_and_compare(
     module: torch.nn.Module,
     inputs: tuple[torch.Tensor, ...],
     *,
     fold: bool = True,
+    rewrite: bool | None = None,
     dynamic_shapes: Any = None,
     also_run: Sequence[tuple[torch.Tensor, ...]] = (),
     atol: float = FP32_ATOL,
 ) -> MethodReport:
     """Lower ``module``, run the .pte on ``inputs`` (and ``also_run``), compare with eager; the method's report."""
-    lowered = audiodeploy.lower(module, inputs, dynamic_shapes=dynamic_shapes, fold=fold)
+    lowered = audiodeploy.lower(module, inputs, dynamic_shapes=dynamic_shapes, fold=fold, rewrite=rewrite)
     for case in (inputs, *also_run):
         assert_matches_eager(lowered, module, case, atol=atol)
     return lowered.report.methods["forward"]

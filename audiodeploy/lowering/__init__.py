@@ -1,6 +1,6 @@
 """The lowering core: export -> fold computed GEMM weights -> XNNPACK -> .pte, with a report."""
 
-from audiodeploy.lowering.lower import LoweredProgram, Method, lower
+from audiodeploy.lowering.pipeline import LoweredProgram, Method, lower
 from audiodeploy.lowering.report import (
     DeclinedGemm,
     Fold,

@@ -49,6 +49,8 @@ class MethodReport:
     folds: tuple[Fold, ...] = ()
     not_folded: tuple[NotFolded, ...] = ()
     gemms_not_delegated: tuple[DeclinedGemm, ...] = ()
+    rewrites: tuple[str, ...] = ()
+    """The graph rewrites (pass class names) that changed this method before partitioning."""
 
     @property
     def bytes_freed(self) -> int:
@@ -65,6 +67,8 @@ class LoweringReport:
     """Whether computed GEMM weights were folded (False: stock ExecuTorch lowering)."""
     pte_bytes: int
     methods: dict[str, MethodReport] = field(default_factory=dict)
+    rewrite: bool = False
+    """Whether the graph was rewritten for XNNPACK before partitioning (False: as exported)."""
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -82,17 +86,25 @@ class LoweringReport:
                 folds=tuple(Fold(**{**f, "sources": tuple(f["sources"]), "constants": tuple(f["constants"])}) for f in m["folds"]),
                 not_folded=tuple(NotFolded(**n) for n in m["not_folded"]),
                 gemms_not_delegated=tuple(DeclinedGemm(**g) for g in m["gemms_not_delegated"]),
+                rewrites=tuple(m.get("rewrites", ())),
             )
             for name, m in data["methods"].items()
         }
-        return cls(fold=data["fold"], pte_bytes=data["pte_bytes"], methods=methods)
+        return cls(fold=data["fold"], pte_bytes=data["pte_bytes"], methods=methods, rewrite=data.get("rewrite", False))
 
     def __str__(self) -> str:
-        lowering = "audiodeploy (computed GEMM weights folded)" if self.fold else "stock ExecuTorch"
+        steps = [
+            step
+            for step, on in (("graph rewritten for XNNPACK", self.rewrite), ("computed GEMM weights folded", self.fold))
+            if on
+        ]
+        lowering = f"audiodeploy ({'; '.join(steps)})" if steps else "stock ExecuTorch"
         lines = [f"lowering: {lowering}; program size {_size(self.pte_bytes)}"]
         for method in self.methods.values():
             outside = ", ".join(f"{op} x{n}" for op, n in method.ops_outside_delegates.items()) or "none"
             lines.append(f"method {method.name}: {method.delegates} XNNPACK delegate(s); ops outside delegates: {outside}")
+            if method.rewrites:
+                lines.append(f"  rewritten by: {', '.join(method.rewrites)}")
             if method.folds:
                 lines.append(
                     f"  folded {len(method.folds)} computed weight(s): freed {_size(method.bytes_freed)}, "
@@ -127,6 +139,7 @@ def describe_lowered_method(
     decline_reasons: dict[str, list[str]],
     folds: tuple[Fold, ...],
     not_folded: tuple[NotFolded, ...],
+    rewrites: tuple[str, ...] = (),
 ) -> MethodReport:
     """Summarize one method of an edge program after ``to_backend``."""
     delegates = 0
@@ -152,4 +165,5 @@ def describe_lowered_method(
         folds=folds,
         not_folded=not_folded,
         gemms_not_delegated=tuple(declined),
+        rewrites=rewrites,
     )

@@ -1,0 +1,36 @@
+"""Graph passes of the lowering; one per module.
+
+:data:`XNNPACK_REWRITES` are the ATen-level rewrites applied right after export,
+in this order, so that the XNNPACK partitioner can take the whole program.
+"""
+
+from __future__ import annotations
+
+from torch.export import ExportedProgram
+
+from audiodeploy.lowering.passes.attention_heads_as_batch import AttentionHeadsAsBatchPass
+from audiodeploy.lowering.passes.conv_tail_slice_as_padding import ConvTailSliceAsPaddingPass
+from audiodeploy.lowering.passes.decompose_normalization import DecomposeNormalizationPass
+from audiodeploy.lowering.passes.mean_as_xnnpack_reduction import MeanAsXnnpackReductionPass
+from audiodeploy.lowering.passes.static_reshape import StaticReshapePass
+from audiodeploy.lowering.passes.unmasked_sdpa_as_matmuls import UnmaskedSdpaAsMatmulsPass
+from audiodeploy.lowering.passes.unpack_split_of_cat import UnpackSplitOfCatPass
+
+XNNPACK_REWRITES = (
+    UnpackSplitOfCatPass,  # a packed bias split across GEMMs is computed; its pieces are not
+    DecomposeNormalizationPass,  # emits means, reshapes
+    UnmaskedSdpaAsMatmulsPass,  # emits 4-D matmuls
+    AttentionHeadsAsBatchPass,  # emits reshapes
+    ConvTailSliceAsPaddingPass,
+    MeanAsXnnpackReductionPass,  # emits reshapes
+    StaticReshapePass,  # last: every reshape the others left or emitted
+)
+
+
+def rewrite_for_xnnpack(ep: ExportedProgram) -> tuple[str, ...]:
+    """Apply :data:`XNNPACK_REWRITES` to ``ep`` in place; the names of those that changed it."""
+    changed = []
+    for pass_class in XNNPACK_REWRITES:
+        if pass_class(ep)(ep.graph_module).modified:
+            changed.append(pass_class.__name__)
+    return tuple(changed)

@@ -13,7 +13,12 @@ weight being a parameter.
 So the fold is applied to the exported ATen program, and the real partitioner
 then decides:
 
-1. ``torch.export`` each method;
+1. ``torch.export`` each method, and (``rewrite``) apply the ATen-level rewrites
+   of :data:`~audiodeploy.lowering.passes.XNNPACK_REWRITES`, which write the
+   ops XNNPACK 1.5.1 declines (layer and group norm, means, unmasked SDPA and
+   4-D attention matmuls, reshapes with symbolic sizes, a slice of a dynamic
+   length) in ops it delegates; they run before edge decomposition for the same reason as
+   the fold, and the export's symbol ranges are read before them;
 2. plan the folds (:mod:`~audiodeploy.lowering.passes.fold_computed_gemm_weights`):
    every GEMM whose weight or bias is a pure computation on constant data, unless
    folding could not replace that computation outright (each rejection keeps its
@@ -23,8 +28,8 @@ then decides:
 4. a folded constant that did not end up inside a delegate means XNNPACK declined
    its GEMM for another reason; such folds are dropped and step 3 runs again from
    the unfolded program, so that outside the delegates the program is exactly
-   what stock lowering produces. In the usual case every fold lands and
-   lowering runs once.
+   what stock lowering produces (rewrites aside). In the usual case every fold
+   lands and lowering runs once.
 
 Identical folds in several methods are stored once: XNNPACK's named data store
 keys constants by a hash of their bytes, and the folds are computed the same way
@@ -52,6 +57,7 @@ from torch.export import ExportedProgram
 
 from audiodeploy._files import atomic_write_bytes
 from audiodeploy.lowering.partitioner import ExplainingXnnpackPartitioner
+from audiodeploy.lowering.passes import rewrite_for_xnnpack
 from audiodeploy.lowering.passes.plan_for_export_range import PlanForExportRangePass, export_symbol_ranges
 from audiodeploy.lowering.passes.fold_computed_gemm_weights import (
     AppliedFold,
@@ -105,13 +111,18 @@ def lower(
     *,
     dynamic_shapes: Any = None,
     fold: bool = True,
+    rewrite: bool | None = None,
 ) -> LoweredProgram:
-    """Export, fold computed GEMM weights, lower to XNNPACK and serialize.
+    """Export, rewrite for XNNPACK, fold computed GEMM weights, lower to XNNPACK and serialize.
 
     ``program`` is a module (one method, ``forward``, with ``example_inputs`` and
     optional ``dynamic_shapes``) or a mapping of method name -> :class:`Method`
-    for a multi-method program. ``fold=False`` gives stock ExecuTorch lowering,
-    for comparison.
+    for a multi-method program.
+
+    ``rewrite`` applies the graph rewrites of
+    :data:`~audiodeploy.lowering.passes.XNNPACK_REWRITES` (norms, means, attention
+    and reshapes in forms XNNPACK delegates); ``None`` means "as ``fold``", so
+    ``fold=False`` alone still gives stock ExecuTorch lowering, for comparison.
     """
     methods = _as_methods(program, example_inputs, dynamic_shapes)
     # run_decompositions({}) only functionalizes (in-place buffer updates become
@@ -123,6 +134,9 @@ def lower(
         for name, m in methods.items()
     }
     export_ranges = {name: export_symbol_ranges(ep) for name, ep in exported.items()}
+    if rewrite is None:
+        rewrite = fold
+    rewrites = {name: rewrite_for_xnnpack(ep) if rewrite else () for name, ep in exported.items()}
     plans = {name: plan_folds(ep) if fold else None for name, ep in exported.items()}
     to_fold: dict[str, list[FoldCandidate]] = {name: list(p.candidates) if p else [] for name, p in plans.items()}
     declined_folds: dict[str, list[NotFolded]] = {name: [] for name in exported}
@@ -147,7 +161,9 @@ def lower(
 
     # Described before to_executorch(), which rewrites the edge programs in place.
     methods_report = {
-        name: _method_report(name, edge, folded[name][1], plans[name], declined_folds[name], partitioners[name])
+        name: _method_report(
+            name, edge, folded[name][1], plans[name], declined_folds[name], partitioners[name], rewrites[name]
+        )
         for name in exported
     }
     # Mutable buffers keep their initial values, as in eager PyTorch (1.5.1 otherwise
@@ -159,7 +175,7 @@ def lower(
         )
     )
     buffer = executorch_program.buffer
-    report = LoweringReport(fold=fold, pte_bytes=len(buffer), methods=methods_report)
+    report = LoweringReport(fold=fold, pte_bytes=len(buffer), methods=methods_report, rewrite=rewrite)
     for method in report.methods.values():
         if method.gemms_not_delegated:
             logger.warning(
@@ -225,6 +241,7 @@ def _method_report(
     plan: FoldPlan | None,
     declined_folds: list[NotFolded],
     partitioner: ExplainingXnnpackPartitioner,
+    rewrites: tuple[str, ...],
 ) -> MethodReport:
     folds = tuple(
         Fold(
@@ -239,4 +256,6 @@ def _method_report(
     not_folded = tuple(NotFolded(r.gemm_label, r.reason) for r in (plan.rejections if plan else ())) + tuple(
         declined_folds
     )
-    return describe_lowered_method(name, edge.exported_program(name), partitioner.decline_reasons, folds, not_folded)
+    return describe_lowered_method(
+        name, edge.exported_program(name), partitioner.decline_reasons, folds, not_folded, rewrites
+    )

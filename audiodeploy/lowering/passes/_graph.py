@@ -1,0 +1,121 @@
+"""What the ATen rewrite passes share: inserting an op with its value, and static reshape sizes.
+
+The rewrites run on the program ``torch.export`` returns, before edge lowering.
+Each node they insert gets ``meta["val"]`` (computed on the program's fake
+tensors, symbolic sizes included) so that the next pass can read shapes, and the
+``nn_module_stack`` of the node it replaces so that reports still name the module.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import torch
+from torch._dispatch.python import enable_python_dispatcher
+from torch._guards import detect_fake_mode
+from torch.fx.experimental.symbolic_shapes import free_symbols
+from torch.export import ExportedProgram
+from torch.utils import _pytree as pytree
+
+aten = torch.ops.aten
+
+# Metadata that says where a node came from; copied onto the nodes that replace it.
+_PROVENANCE = ("nn_module_stack", "stack_trace", "source_fn_stack", "from_node", "seq_nr")
+
+
+def insert_op(
+    graph: torch.fx.Graph,
+    target: torch._ops.OpOverload,
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any] | None = None,
+    *,
+    origin: torch.fx.Node,
+) -> torch.fx.Node:
+    """Insert ``target(*args, **kwargs)`` at the graph's insertion point, with its fake value.
+
+    ``origin`` is the node being rewritten: the new node says it comes from there.
+    """
+    kwargs = kwargs or {}
+    node = graph.call_function(target, args, kwargs)
+    node.meta["val"] = fake_value(target, args, kwargs)
+    for key in _PROVENANCE:
+        if key in origin.meta:
+            node.meta[key] = origin.meta[key]
+    return node
+
+
+def insert_reshape(graph: torch.fx.Graph, x: torch.fx.Node, sizes: list, *, origin: torch.fx.Node) -> torch.fx.Node:
+    """``view(x, sizes)``, after a contiguous ``clone`` when ``x`` is not contiguous.
+
+    Not ``reshape``: edge lowering decomposes a ``reshape`` of a non-contiguous
+    tensor into a copy and a view whose sizes are the output's, symbolic ones
+    included, which undoes a ``-1``.
+    """
+    if not value(x).is_contiguous():
+        x = insert_op(graph, aten.clone.default, (x,), {"memory_format": torch.contiguous_format}, origin=origin)
+    return insert_op(graph, aten.view.default, (x, sizes), origin=origin)
+
+
+def fake_value(target: torch._ops.OpOverload, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """The value ``target`` gives on the fake values of its argument nodes."""
+    args, kwargs = torch.fx.map_arg((args, kwargs), lambda n: n.meta["val"])
+    mode = detect_fake_mode(pytree.tree_leaves((args, kwargs)))
+    env = mode.shape_env
+    known = dict(env.replacements) if env is not None else {}
+    # The Python meta kernels, as torch.export traces with: some C++ ones (constant_pad_nd)
+    # read sizes as integers, which would specialize the program to the example's length.
+    with mode, enable_python_dispatcher():
+        result = target(*args, **kwargs)
+    if env is not None:
+        fixed = [f"{s} = {e}" for s, e in env.replacements.items() if s not in known and e.is_number]
+        if fixed:
+            raise RuntimeError(
+                f"rewriting with {target} fixed the program's dynamic sizes ({', '.join(fixed)}); "
+                "this is a bug in the rewrite"
+            )
+    return result
+
+
+def argument(node: torch.fx.Node, index: int, name: str, default: Any = None) -> Any:
+    """Argument ``name`` of a call, given by position ``index`` or by keyword, else ``default``."""
+    if index < len(node.args):
+        return node.args[index]
+    return node.kwargs.get(name, default)
+
+
+def value(node: torch.fx.Node) -> torch.Tensor | None:
+    val = node.meta.get("val") if isinstance(node, torch.fx.Node) else None
+    return val if isinstance(val, torch.Tensor) else None
+
+
+def is_static(size: int | torch.SymInt) -> bool:
+    return isinstance(size, int) or not free_symbols(size)
+
+
+def static_view_sizes(shape: Sequence[int | torch.SymInt]) -> list[int] | None:
+    """``shape`` with its one symbolic size written as ``-1``; ``None`` if it has more than one.
+
+    XNNPACK's static reshape takes integer sizes with at most one inferred size.
+    """
+    sizes = [int(s) if is_static(s) else -1 for s in shape]
+    return sizes if sizes.count(-1) <= 1 else None
+
+
+def replace_node(ep: ExportedProgram, node: torch.fx.Node, replacement: torch.fx.Node) -> None:
+    """Make every user of ``node`` (and the program's outputs) read ``replacement``; erase ``node``."""
+    node.replace_all_uses_with(replacement)
+    ep.graph_signature.replace_all_uses(node.name, replacement.name)
+    ep.graph.erase_node(node)
+
+
+def replace_input(ep: ExportedProgram, user: torch.fx.Node, node: torch.fx.Node, replacement: torch.fx.Node) -> None:
+    """Make ``user`` (possibly the output node) read ``replacement`` instead of ``node``."""
+    user.replace_input_with(node, replacement)
+    if user.op == "output":
+        ep.graph_signature.replace_all_uses(node.name, replacement.name)
+
+
+def rewrite_done(ep: ExportedProgram) -> None:
+    """Drop nodes the rewrite left unused (symbolic size reads, replaced ops) and recompile."""
+    ep.graph.eliminate_dead_code()
+    ep.graph_module.recompile()

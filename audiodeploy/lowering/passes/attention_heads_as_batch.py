@@ -1,0 +1,193 @@
+"""Run multi-head attention of one utterance as 3-D batched matmuls, heads as the batch.
+
+Eager attention computes ``softmax(q @ kᵀ * scale) @ v`` on ``[1, H, T, D]``
+tensors. Edge lowering turns each 4-D ``matmul`` into ``expand``, ``view`` to
+``[H, T, D]``, ``bmm``, and ``view`` back to ``[1, H, T, T]``: with a dynamic
+length ``T`` that last view has two symbolic sizes, which XNNPACK's reshape
+cannot express, and ExecuTorch 1.5.1 declines it together with the symbolic
+``expand_copy``: every attention is cut out of the delegate. With a batch of one,
+the leading 1 carries nothing, so this pass drops it over the whole attention
+block and keeps it 3-D from the head split to the head merge::
+
+    before
+    q [1, T, C] ── view [1, T, H, D] ── transpose(1, 2) ───────────────────┐
+    k [1, T, C] ── view [1, T, H, D] ── transpose(1, 2) ── transpose(2, 3) ─┴─ matmul [1, H, T, T]
+        ── mul(scale) ── softmax(-1) ─────────────────────────────┐
+    v [1, T, C] ── view [1, T, H, D] ── transpose(1, 2) ───────────┴─ matmul [1, H, T, D]
+        ── transpose(1, 2) ── clone ── view [1, T, C]
+
+    after
+    q [1, T, C] ── view [T, H, D] ── transpose(0, 1) ───────────────────┐
+    k [1, T, C] ── view [T, H, D] ── transpose(0, 1) ── transpose(1, 2) ─┴─ bmm [H, T, T]
+        ── mul(scale) ── softmax(-1) ──────────────────────────┐
+    v [1, T, C] ── view [T, H, D] ── transpose(0, 1) ───────────┴─ bmm [H, T, D]
+        ── transpose(0, 1) ── clone ── view [1, T, C]
+
+Every reshape then has one size that depends on ``T`` (see
+:mod:`~audiodeploy.lowering.passes.static_reshape`), and ``bmm``, ``permute``,
+``mul`` and ``softmax`` are delegated.
+
+The region rewritten starts at a 4-D ``matmul`` whose operands and result have a
+leading size of 1 and the same second size (no broadcasting), and grows through
+the ops that leave dimension 0 alone: ``transpose``/``permute`` not moving it,
+``softmax`` over another dimension, ``clone``, and arithmetic with a Python
+scalar. A tensor entering the region is reshaped without its leading 1; a result
+leaving it goes to a reshape, or is given its leading 1 back. The pass leaves a
+region as it is, and does nothing on a program without one (no 4-D matmul, or a
+batch larger than one), when one of those reshapes would need two sizes that
+depend on the input length.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch.export import ExportedProgram
+from torch.fx.passes.infra.pass_base import PassBase, PassResult
+
+from audiodeploy.lowering.passes._graph import (
+    insert_op,
+    insert_reshape,
+    replace_input,
+    replace_node,
+    rewrite_done,
+    static_view_sizes,
+    value,
+)
+
+aten = torch.ops.aten
+
+_RESHAPES = {aten.view.default, aten.reshape.default, aten._unsafe_view.default}
+_SCALAR_ARITHMETIC = {
+    aten.mul.Tensor,
+    aten.div.Tensor,
+    aten.add.Tensor,
+    aten.sub.Tensor,
+    aten.mul.Scalar,
+    aten.div.Scalar,
+    aten.add.Scalar,
+    aten.sub.Scalar,
+}
+
+
+def _unit_batch_4d(node: object) -> bool:
+    val = value(node) if isinstance(node, torch.fx.Node) else None
+    return val is not None and val.dim() == 4 and isinstance(val.shape[0], int) and val.shape[0] == 1
+
+
+def _is_batched_matmul(node: torch.fx.Node) -> bool:
+    if node.target != aten.matmul.default or not all(_unit_batch_4d(n) for n in (node, *node.args[:2])):
+        return False
+    a, b = (value(n) for n in node.args[:2])
+    return isinstance(a.shape[1], int) and a.shape[1] == b.shape[1]
+
+
+def _keeps_batch_dim(node: torch.fx.Node) -> bool:
+    """An op the region may contain besides matmul: it leaves dimension 0 alone."""
+    if node.op != "call_function" or not _unit_batch_4d(node):
+        return False
+    target, args = node.target, node.args
+    if not _unit_batch_4d(args[0]):
+        return False
+    if target == aten.transpose.int:
+        return all(d % 4 != 0 for d in args[1:3])
+    if target == aten.permute.default:
+        return args[1][0] % 4 == 0
+    if target in (aten.softmax.int, aten._softmax.default):
+        return args[1] % 4 != 0
+    if target == aten.clone.default:
+        return True
+    if target in _SCALAR_ARITHMETIC:
+        return len(args) == 2 and isinstance(args[1], (int, float)) and not node.kwargs
+    return target == aten.matmul.default and _is_batched_matmul(node)
+
+
+class AttentionHeadsAsBatchPass(PassBase):
+    def __init__(self, exported_program: ExportedProgram) -> None:
+        super().__init__()
+        self.exported_program = exported_program
+
+    def call(self, graph_module: torch.fx.GraphModule) -> PassResult:
+        graph = graph_module.graph
+        done: set[torch.fx.Node] = set()
+        modified = False
+        for node in list(graph.nodes):
+            if node in done or node.op != "call_function" or not _is_batched_matmul(node):
+                continue
+            region = _grow_region(node)
+            done |= region
+            modified |= _rewrite(self.exported_program, region)
+        if modified:
+            rewrite_done(self.exported_program)
+        return PassResult(graph_module, modified)
+
+
+def _grow_region(seed: torch.fx.Node) -> set[torch.fx.Node]:
+    region = {seed}
+    stack = [seed]
+    while stack:
+        node = stack.pop()
+        neighbours = [*node.users, *(a for a in node.args[:2] if isinstance(a, torch.fx.Node))]
+        for other in neighbours:
+            if other not in region and _keeps_batch_dim(other):
+                region.add(other)
+                stack.append(other)
+    return region
+
+
+def _rewrite(ep: ExportedProgram, region: set[torch.fx.Node]) -> bool:
+    graph = ep.graph
+    order = [n for n in graph.nodes if n in region]
+    entries = {a for n in order for a in n.all_input_nodes if a not in region}
+    exits = {n: [u for u in n.users if u not in region] for n in order}
+    # Plan every reshape first: the region is rewritten whole or not at all.
+    entry_sizes = {e: static_view_sizes(value(e).shape[1:]) for e in entries}
+    exit_sizes = {
+        n: static_view_sizes(value(n).shape)
+        for n, users in exits.items()
+        if any(u.target not in _RESHAPES or u.args[0] is not n for u in users)
+    }
+    if any(s is None for s in (*entry_sizes.values(), *exit_sizes.values())):
+        return False
+
+    squeezed: dict[torch.fx.Node, torch.fx.Node] = {}
+    for node in order:
+        with graph.inserting_before(node):
+            for entry in node.all_input_nodes:
+                if entry in entries and entry not in squeezed:
+                    squeezed[entry] = insert_reshape(graph, _reshape_source(entry), entry_sizes[entry], origin=entry)
+            squeezed[node] = _squeezed_op(graph, node, squeezed)
+    for node, users in exits.items():
+        for user in users:
+            if user.target in _RESHAPES and user.args[0] is node:
+                with graph.inserting_before(user):
+                    replacement = insert_reshape(graph, squeezed[node], list(user.args[1]), origin=user)
+                replace_node(ep, user, replacement)
+            else:
+                with graph.inserting_before(user):
+                    restored = insert_reshape(graph, squeezed[node], exit_sizes[node], origin=node)
+                replace_input(ep, user, node, restored)
+    for node in reversed(order):
+        graph.erase_node(node)
+    return True
+
+
+def _reshape_source(entry: torch.fx.Node) -> torch.fx.Node:
+    """Reshape what a reshape read rather than its result: one copy instead of two."""
+    return entry.args[0] if entry.target in _RESHAPES else entry
+
+
+def _squeezed_op(graph: torch.fx.Graph, node: torch.fx.Node, squeezed: dict) -> torch.fx.Node:
+    """``node`` on 3-D inputs: dimension ``d`` of the 4-D op is ``d - 1``."""
+    target, args = node.target, node.args
+    x = squeezed[args[0]]
+    if target == aten.matmul.default:
+        return insert_op(graph, aten.bmm.default, (x, squeezed[args[1]]), origin=node)
+    if target == aten.transpose.int:
+        return insert_op(graph, target, (x, args[1] % 4 - 1, args[2] % 4 - 1), origin=node)
+    if target == aten.permute.default:
+        return insert_op(graph, target, (x, [d % 4 - 1 for d in args[1][1:]]), origin=node)
+    if target in (aten.softmax.int, aten._softmax.default):
+        return insert_op(graph, target, (x, args[1] % 4 - 1, *args[2:]), dict(node.kwargs), origin=node)
+    if target == aten.clone.default:
+        return insert_op(graph, target, (x,), dict(node.kwargs), origin=node)
+    return insert_op(graph, target, (x, *args[1:]), dict(node.kwargs), origin=node)

@@ -1,0 +1,148 @@
+"""Write a mean over the last dimensions as a reduction XNNPACK delegates.
+
+ExecuTorch 1.5.1 delegates ``mean.dim`` only as XNNPACK's global average
+pooling: a 4-D input averaged over dims 2 and 3 with ``keepdim=True``. Layer
+norm's mean over the channels of ``[1, T, C]``, or a waveform's mean over its
+samples, stays on the portable kernels. This pass rewrites a mean over the
+trailing dimensions in one of two delegated forms, depending on whether the
+number of averaged elements ``K`` is fixed::
+
+    before
+
+    x [.., K] ── mean(-1, keepdim) ── [.., 1]
+
+    after, K fixed (layer norm over channels)
+
+    x [.., K] ── linear(W) ── [.., 1]                    W: a [1, K] constant filled with 1/K
+
+    after, K depends on the input length (a waveform's samples, group norm over time)
+
+    x [.., K] ── view [1, P, -1, 1] ── mean([2, 3], keepdim) ── view [.., 1]
+
+The linear form needs no layout change; its weight is a lifted constant (one per
+mean; the program stores identical bytes once). The pooling form needs the leading
+dimensions (``P`` elements) to be fixed so that each reshape has at most one
+inferred size; XNNPACK transposes the pooling input to channels-last.
+
+The pass leaves a mean as it is, and does nothing on a program without one, when
+it is already a 4-D mean over dims 2 and 3, when it does not reduce the trailing
+dimensions, when it converts the dtype or the input is not float32, or when the
+dimensions kept depend on the input length in a way a single inferred reshape
+size cannot express.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from executorch.backends.transforms.utils import create_constant_placeholder
+from torch.export import ExportedProgram
+from torch.export.graph_signature import InputKind
+from torch.fx.passes.infra.pass_base import PassBase, PassResult
+
+from audiodeploy.lowering.passes._graph import (
+    argument,
+    insert_op,
+    is_static,
+    replace_node,
+    rewrite_done,
+    static_view_sizes,
+    value,
+)
+
+aten = torch.ops.aten
+
+
+class MeanAsXnnpackReductionPass(PassBase):
+    def __init__(self, exported_program: ExportedProgram) -> None:
+        super().__init__()
+        self.exported_program = exported_program
+
+    def call(self, graph_module: torch.fx.GraphModule) -> PassResult:
+        graph = graph_module.graph
+        modified = False
+        for node in list(graph.nodes):
+            if node.op != "call_function" or node.target != aten.mean.dim:
+                continue
+            replacement = self._rewrite(graph, node)
+            if replacement is not None:
+                replace_node(self.exported_program, node, replacement)
+                modified = True
+        if modified:
+            rewrite_done(self.exported_program)
+        return PassResult(graph_module, modified)
+
+    def _rewrite(self, graph: torch.fx.Graph, node: torch.fx.Node) -> torch.fx.Node | None:
+        x = node.args[0]
+        val = value(x)
+        if val is None or val.dtype != torch.float32 or argument(node, 3, "dtype") is not None:
+            return None
+        rank = val.dim()
+        dims = argument(node, 1, "dim")
+        dims = sorted(d % rank for d in (range(rank) if not dims else dims))
+        keepdim = bool(argument(node, 2, "keepdim", False))
+        if rank == 4 and dims == [2, 3] and keepdim:
+            return None  # already XNNPACK's global average pooling
+        if dims != list(range(rank - len(dims), rank)):
+            return None
+        lead = list(val.shape[: rank - len(dims)])
+        count = math.prod(val.shape[d] for d in dims)
+        out_sizes = static_view_sizes(lead + [1] * len(dims) if keepdim else lead)
+        if out_sizes is None:
+            return None
+        with graph.inserting_before(node):
+            if is_static(count):
+                reduced = self._as_linear(graph, node, x, lead, int(count), len(dims))
+            else:
+                reduced = self._as_pooling(graph, node, x, lead)
+            if reduced is None:
+                return None
+            if list(value(reduced).shape) != list(node.meta["val"].shape):
+                reduced = insert_op(graph, aten.view.default, (reduced, out_sizes), origin=node)
+        return reduced
+
+    def _as_linear(self, graph, node, x, lead, count: int, reduced_dims: int) -> torch.fx.Node | None:
+        if reduced_dims > 1:
+            sizes = static_view_sizes(lead + [count])
+            if sizes is None:
+                return None
+            x = insert_op(graph, aten.view.default, (x, sizes), origin=node)
+        weight = self._mean_weight(graph, count)
+        return insert_op(graph, aten.linear.default, (x, weight), origin=node)
+
+    def _as_pooling(self, graph, node, x, lead) -> torch.fx.Node | None:
+        planes = math.prod(lead)
+        if not is_static(planes):
+            return None
+        x = insert_op(graph, aten.view.default, (x, [1, int(planes), -1, 1]), origin=node)
+        return insert_op(graph, aten.mean.dim, (x, [2, 3], True), origin=node)
+
+    def _mean_weight(self, graph: torch.fx.Graph, count: int) -> torch.fx.Node:
+        """A new ``[1, count]`` constant filled with ``1 / count``.
+
+        One per mean, not one shared: 1.5.1's ``to_backend`` cannot give a lifted
+        constant to two delegates (``to_executorch`` then fails with "is not a
+        buffer"); the program stores identical bytes once anyway.
+        """
+        taken = {n.name for n in graph.nodes}
+        name = f"mean_weight_{count}"
+        index = 0
+        while name in taken:
+            index += 1
+            name = f"mean_weight_{count}_{index}"
+        first_input = next(
+            n
+            for n, spec in zip(
+                (n for n in graph.nodes if n.op == "placeholder"), self.exported_program.graph_signature.input_specs
+            )
+            if spec.kind == InputKind.USER_INPUT
+        )
+        with graph.inserting_before(first_input):
+            return create_constant_placeholder(
+                self.exported_program,
+                graph,
+                name,
+                InputKind.CONSTANT_TENSOR,
+                torch.full((1, count), 1.0 / count),
+            )

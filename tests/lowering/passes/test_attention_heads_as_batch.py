@@ -1,0 +1,58 @@
+"""Eager multi-head attention of one utterance, as 3-D bmm with the heads as batch: one delegate."""
+
+from __future__ import annotations
+
+import torch
+from torch.export import Dim
+
+from audiodeploy.lowering.passes.attention_heads_as_batch import AttentionHeadsAsBatchPass
+from tests.pipeline import export_aten, lower_and_compare
+
+FRAMES = Dim("frames", min=8, max=64)
+
+
+class EagerAttention(torch.nn.Module):
+    """transformers' wav2vec2 attention with ``attn_implementation="eager"`` and no mask."""
+
+    def __init__(self, embed: int = 32, heads: int = 4) -> None:
+        super().__init__()
+        self.heads, self.head_dim = heads, embed // heads
+        self.q_proj, self.k_proj, self.v_proj, self.out_proj = (torch.nn.Linear(embed, embed) for _ in range(4))
+
+    def forward(self, x):
+        batch, frames, _ = x.shape
+        shape = (batch, frames, -1, self.head_dim)
+        q = self.q_proj(x).view(shape).transpose(1, 2)
+        k = self.k_proj(x).view(shape).transpose(1, 2)
+        v = self.v_proj(x).view(shape).transpose(1, 2)
+        weights = torch.matmul(q, k.transpose(2, 3)) * self.head_dim**-0.5
+        weights = torch.nn.functional.softmax(weights, dim=-1)
+        out = torch.matmul(weights, v).transpose(1, 2).contiguous()
+        return self.out_proj(out.reshape(batch, frames, -1))
+
+
+def test_fp32_attention_over_dynamic_length_is_one_delegate():
+    torch.manual_seed(0)
+    module = EagerAttention().eval()
+    x = torch.randn(1, 20, 32)
+    stock = lower_and_compare(module, (x,), rewrite=False, dynamic_shapes=({1: FRAMES},))
+    assert stock.delegates > 1 and stock.ops_outside_delegates.get("aten.expand_copy") == 4  # 2 per matmul
+    report = lower_and_compare(
+        module,
+        (x,),
+        dynamic_shapes=({1: FRAMES},),
+        also_run=[(torch.randn(1, 8, 32),), (torch.randn(1, 64, 32),)],
+    )
+    assert (report.delegates, report.ops_outside_delegates) == (1, {})
+    assert "AttentionHeadsAsBatchPass" in report.rewrites
+
+
+def test_fp32_static_attention_is_one_delegate():
+    torch.manual_seed(0)
+    report = lower_and_compare(EagerAttention().eval(), (torch.randn(1, 20, 32),))
+    assert (report.delegates, report.ops_outside_delegates) == (1, {})
+
+
+def test_does_nothing_on_a_batch_of_two():
+    ep = export_aten(EagerAttention().eval(), (torch.randn(2, 20, 32),))
+    assert not AttentionHeadsAsBatchPass(ep)(ep.graph_module).modified

@@ -1,0 +1,68 @@
+"""Reshapes with a symbolic size, written with integer sizes and one -1: delegated with a dynamic length."""
+
+from __future__ import annotations
+
+import torch
+from torch.export import Dim
+
+from audiodeploy.lowering.passes.static_reshape import StaticReshapePass
+from tests.pipeline import export_aten, lower_and_compare
+
+FRAMES = Dim("frames", min=8, max=64)
+
+
+class SplitAndMergeHeads(torch.nn.Module):
+    """Reshapes the way transformers writes them: the length read from the tensor."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.proj = torch.nn.Linear(32, 32)
+
+    def forward(self, x):
+        frames = x.shape[1]
+        heads = self.proj(x).view(1, frames, -1, 8)
+        return self.proj((heads * 2.0).reshape(1, frames, 32))
+
+
+class UnsqueezeWaveform(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = torch.nn.Conv1d(1, 4, 10, stride=5)
+
+    def forward(self, waveform):
+        return self.conv(waveform.unsqueeze(1))
+
+
+def test_fp32_reshapes_with_symbolic_sizes_are_one_delegate():
+    x = torch.randn(1, 20, 32)
+    module = SplitAndMergeHeads().eval()
+    stock = lower_and_compare(module, (x,), rewrite=False, dynamic_shapes=({1: FRAMES},))
+    assert stock.ops_outside_delegates.get("aten.view_copy", 0) >= 2
+    report = lower_and_compare(module, (x,), dynamic_shapes=({1: FRAMES},), also_run=[(torch.randn(1, 64, 32),)])
+    assert (report.delegates, report.ops_outside_delegates) == (1, {})
+    assert report.rewrites == ("StaticReshapePass",)
+
+
+def test_fp32_unsqueeze_of_a_dynamic_waveform_is_one_delegate():
+    samples = Dim("samples", min=100, max=4000)
+    module = UnsqueezeWaveform().eval()
+    stock = lower_and_compare(module, (torch.randn(1, 1000),), rewrite=False, dynamic_shapes=({1: samples},))
+    assert stock.ops_outside_delegates.get("aten.unsqueeze_copy") == 1
+    report = lower_and_compare(
+        module, (torch.randn(1, 1000),), dynamic_shapes=({1: samples},), also_run=[(torch.randn(1, 4000),)]
+    )
+    assert (report.delegates, report.ops_outside_delegates) == (1, {})
+
+
+class Flatten(torch.nn.Module):
+    def forward(self, x):
+        return x.reshape(x.shape[0], x.shape[1], -1) + 1.0
+
+
+def test_does_nothing_on_static_reshapes_or_two_symbolic_sizes():
+    ep = export_aten(SplitAndMergeHeads().eval(), (torch.randn(1, 20, 32),))
+    assert not StaticReshapePass(ep)(ep.graph_module).modified
+    both = export_aten(
+        Flatten(), (torch.randn(3, 20, 4, 4),), dynamic_shapes=({0: Dim("batch", max=8), 1: FRAMES},)
+    )
+    assert not StaticReshapePass(both)(both.graph_module).modified
