@@ -1,0 +1,41 @@
+"""Every recipe and source, at its tiny configuration, lowered with audiodeploy: every GEMM delegated,
+and the .pte matches eager within the recipe's tolerance at the shortest and longest input."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import audiodeploy
+from audiodeploy import recipes
+from audiodeploy.recipes.spec import LengthRange
+from tests.pipeline import run_lowered
+
+GEMM_OPS = {"aten.convolution", "aten.linear", "aten.addmm", "aten.mm"}
+
+# Short ranges keep CI fast; the full ranges are the benchmarks' business.
+TEST_RANGE = {"ctc-asr": LengthRange(0.5, 2.0), "vocoder": LengthRange(0.1, 0.5)}
+
+CASES = [
+    (name, variant, source)
+    for name in recipes.available()
+    for variant in recipes.get(name).variant_names(include_hidden=True)
+    if variant.startswith("tiny")
+    for source in recipes.get(name).sources
+]
+
+
+@pytest.mark.parametrize("name, variant, source", CASES, ids=["-".join(case) for case in CASES])
+def test_fp32_tiny_recipe_lowers_with_every_gemm_delegated_and_matches_eager(name, variant, source):
+    recipe = recipes.get(name)
+    built = recipe.build(variant=variant, source=source, length_range=TEST_RANGE[recipe.task])
+    lowered = audiodeploy.lower(built.module, built.example_inputs, dynamic_shapes=built.dynamic_shapes)
+    report = lowered.report.methods["forward"]
+    assert report.gemms_not_delegated == (), report.gemms_not_delegated
+    assert not GEMM_OPS & set(report.ops_outside_delegates), report.ops_outside_delegates
+    assert report.not_folded == ()
+    for length in (built.input.min_length, built.input.max_length):
+        inputs = built.random_inputs(length, seed=length)
+        with torch.no_grad():
+            expected = built.module(*inputs)
+        torch.testing.assert_close(run_lowered(lowered, inputs), expected, atol=built.atol, rtol=0)
