@@ -1,4 +1,4 @@
-"""The ``audiodeploy`` command: list, export, run, inspect.
+"""The ``audiodeploy`` command: list, export, run, inspect, bench.
 
 Thin glue over the public Python API (``audiodeploy.recipes``, ``audiodeploy.lower``,
 ``audiodeploy.runtime``). A user mistake prints one line that names the problem and
@@ -33,12 +33,13 @@ class UserError(Exception):
 
 
 def _user_errors() -> tuple[type[BaseException], ...]:
+    from audiodeploy.bench.errors import BenchError
     from audiodeploy.recipes.errors import RecipeError
     from audiodeploy.runtime import ProgramLoadError
     from audiodeploy.runtime.audio import AudioInputError
     from audiodeploy.runtime.sidecar import SidecarError
 
-    return (UserError, RecipeError, ProgramLoadError, AudioInputError, SidecarError)
+    return (UserError, RecipeError, ProgramLoadError, AudioInputError, SidecarError, BenchError)
 
 
 @contextlib.contextmanager
@@ -273,6 +274,92 @@ def inspect(model: Annotated[Path, typer.Argument(help="A .pte file.")]) -> None
 
     out.print(str(LoweringReport.from_dict(sidecar["lowering"])))
     out.print("versions: " + ", ".join(f"{k} {v}" for k, v in sidecar["versions"].items()))
+
+
+@app.command()
+def bench(
+    target: Annotated[str, typer.Argument(help="A recipe name (see `audiodeploy list`) or a .pte file.")],
+    variant: Annotated[Optional[str], typer.Option(help="Recipe variant; default: the recipe's first.")] = None,
+    source: Annotated[Optional[str], typer.Option(help="Library to build the recipe from.")] = None,
+    weights: Annotated[Optional[str], typer.Option(help="Weights for the recipe; default: synthetic.")] = None,
+    seconds: Annotated[
+        Optional[list[float]],
+        typer.Option(help="Audio duration to measure at; repeat for several lengths. Default: 1 s."),
+    ] = None,
+    compare: Annotated[
+        Optional[str], typer.Option(help="Also measure, in the same run: stock,eager,onnxruntime (any of them).")
+    ] = None,
+    runs: Annotated[int, typer.Option(help="Timed runs of each runtime (stock: --stock-runs).")] = 10,
+    warmup: Annotated[int, typer.Option(help="Untimed warm-up runs before timing.")] = 2,
+    stock_runs: Annotated[int, typer.Option(help="Timed runs of stock lowering (often 100x slower).")] = 3,
+    stock_warmup: Annotated[int, typer.Option(help="Warm-up runs of stock lowering.")] = 1,
+    threads: Annotated[
+        Optional[int], typer.Option(help="Threads for every runtime; default: ExecuTorch's (performant cores).")
+    ] = None,
+    device: Annotated[str, typer.Option(help="local (this process), adb, or adb:SERIAL (an Android phone).")] = "local",
+    runner: Annotated[
+        Optional[Path], typer.Option(help="With --device adb: executor_runner built for arm64-v8a with XNNPACK.")
+    ] = None,
+    json_path: Annotated[Optional[Path], typer.Option("--json", help="Write the results as JSON here.")] = None,
+    plot: Annotated[Optional[Path], typer.Option(help="Write a PNG chart of the latencies here.")] = None,
+    name: Annotated[Optional[str], typer.Option(help="Name of the result (models.md); default recipe-variant.")] = None,
+    seed: Annotated[int, typer.Option(help="Seed of synthetic weights and inputs.")] = 0,
+) -> None:
+    """Latency of a recipe or .pte: load time, median/p90/min, real-time factor, memory, delegates; with
+    --compare, side by side with stock ExecuTorch, eager PyTorch and ONNX Runtime, interleaved in one run."""
+    import shlex
+
+    from audiodeploy.bench import BenchRequest, check, format_table, parse_compare, run_bench, write_json
+    from audiodeploy.bench.plot import render_png, require_matplotlib, write_png
+
+    request = BenchRequest(
+        target=target,
+        variant=variant,
+        source=source,
+        weights=weights,
+        seconds=tuple(seconds) if seconds else None,
+        compare=parse_compare(compare),
+        runs=runs,
+        warmup=warmup,
+        stock_runs=stock_runs,
+        stock_warmup=stock_warmup,
+        threads=threads,
+        device=device,
+        runner=runner,
+        seed=seed,
+        name=name,
+        command=shlex.join(["audiodeploy", *sys.argv[1:]]),
+    )
+    check(request)
+    for path in (json_path, plot):
+        if path is not None:
+            _writable_target(path)
+    if plot is not None:
+        require_matplotlib()
+    if "OMP_WAIT_POLICY" not in os.environ:
+        # PyTorch's OpenMP threads spin between ops by default; on a machine where another process holds a
+        # core that made eager PyTorch 40x slower here, and in an interleaved run a spinning pool takes the
+        # CPU from the runtime timed next. The policy is read when torch loads, hence a fresh process.
+        os.execve(
+            sys.executable,
+            [sys.executable, "-m", "audiodeploy", *sys.argv[1:]],
+            {**os.environ, "OMP_WAIT_POLICY": "PASSIVE"},
+        )
+
+    start = time.monotonic()
+
+    def progress(message: str) -> None:
+        err.print(f"[{time.monotonic() - start:7.1f} s] {message}", markup=False, highlight=False)
+
+    record = run_bench(request, log=progress)
+    png = render_png(record) if plot is not None else None  # before writing anything
+    out.print(format_table(record), markup=False, highlight=False)
+    if json_path is not None:
+        write_json(json_path, record)
+        out.print(f"wrote {json_path}")
+    if plot is not None and png is not None:
+        write_png(plot, png)
+        out.print(f"wrote {plot}")
 
 
 def main() -> None:

@@ -41,28 +41,168 @@ def pos_conv_section(result: dict) -> list[str]:
     ]
     for runtime in result["results"].values():
         pte = runtime.get("pte_bytes")
+        diff = f"{runtime['max_abs_diff']:.1e}" if "max_abs_diff" in runtime else "–"
         lines.append(
             f"| {runtime['label']} | {runtime.get('delegates', '–')} | {_ops(runtime.get('ops_outside_delegates'))} "
-            f"| {_ms(runtime['latency'])} | {runtime['max_abs_diff']:.1e} | {pte / 2**20:.1f} MiB |"
+            f"| {_ms(runtime['latency'])} | {diff} | {pte / 2**20:.1f} MiB |"
             if pte is not None
-            else f"| {runtime['label']} | – | – | {_ms(runtime['latency'])} | – | – |"
+            else f"| {runtime['label']} | – | – | {_ms(runtime['latency'])} | {diff} | – |"
         )
     lines += ["", "Ratios of median latencies, same run: " + ", ".join(f"{k} {v:.3g}" for k, v in result["ratios"].items()), ""]
     return lines
 
 
+def _latency_ms(seconds: float | None) -> str:
+    if seconds is None:
+        return "–"
+    value = seconds * 1000
+    return f"{value:,.0f} ms" if value >= 100 else f"{value:,.1f} ms"
+
+
+def _size(n: int | None) -> str:
+    if n is None:
+        return "–"
+    return f"{n / 2**20:.1f} MiB" if n >= 2**20 else f"{n / 2**10:.0f} KiB"
+
+
+def _what(result: dict) -> str:
+    target = result["target"]
+    if target["kind"] == "recipe":
+        return f"{target['recipe']} {target['variant']}"
+    return f"`{Path(target['path']).name}`"
+
+
+def _input(case: dict, target: dict) -> str:
+    audio = f"{case['audio_seconds']:g} s" if case["audio_seconds"] else f"shape {tuple(case['input_shape'])}"
+    if target.get("input_kind") == "mel":
+        return f"{audio} of audio ({case['input_length']} mel frames)"
+    return audio
+
+
+def _parameters(n: int) -> str:
+    return f"{n / 1e6:.1f} M parameters. " if n >= 1e6 else f"{n / 1e3:.0f} k parameters. "
+
+
+def bench_summary(results: list[dict]) -> list[str]:
+    """One row per model and input length: the median latency of every runtime, side by side."""
+    lines = [
+        "## Latency side by side (`audiodeploy bench --compare`)",
+        "",
+        "Median latency of each runtime, measured interleaved in one process on the machine named in each "
+        "section below; ratio = audiodeploy's median / the other's (< 1: audiodeploy is faster). "
+        "Synthetic weights unless the section says otherwise: the speed is real, the outputs are not. "
+        "The machine was shared with other jobs while these ran (the load average at the start of each run is in "
+        "its section); idle threads did not spin (`OMP_WAIT_POLICY=PASSIVE` for PyTorch, no spinning for ONNX "
+        "Runtime). "
+        "Load is the time to load the program and its method (XNNPACK packs its weights then) or to create the "
+        "ONNX Runtime session; peak memory is how far the process's resident memory rose while loading and "
+        "during the first call, a lower bound (memory freed earlier and reused is not counted).",
+        "",
+        "| model | input | audiodeploy (delegates) | stock ExecuTorch (delegates) | eager PyTorch | ONNX Runtime "
+        "| audiodeploy / stock | audiodeploy / eager | audiodeploy / ONNX Runtime |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for result in results:
+        runtimes = result["runtimes"]
+        for case in result["cases"]:
+            figures = case["runtimes"]
+
+            def cell(name: str) -> str:
+                if name not in figures:
+                    return "–"
+                delegates = runtimes[name].get("delegates")
+                return _latency_ms(figures[name]["latency"]["median_s"]) + (f" ({delegates})" if delegates is not None else "")
+
+            def ratio(name: str) -> str:
+                value = case["ratios"].get(f"{result['baseline']}/{name}")
+                return "–" if value is None else f"{value:.3g}"
+
+            main = "audiodeploy" if "audiodeploy" in figures else next(iter(figures))
+            lines.append(
+                f"| {_what(result)} | {_input(case, result['target'])} | {cell(main)} | {cell('stock')} | {cell('eager')} "
+                f"| {cell('onnxruntime')} | {ratio('stock')} | {ratio('eager')} | {ratio('onnxruntime')} |"
+            )
+    return lines + [""]
+
+
+def bench_section(result: dict) -> list[str]:
+    machine, target, transport = result["machine"], result["target"], result["transport"]
+    where = (
+        f"{machine['processor'] or machine['machine']}, {machine['cpu_count']} CPUs"
+        if transport["kind"] == "local"
+        else f"{transport['device'].get('model') or 'Android phone'} over adb ({transport['runner']})"
+    )
+    load = machine.get("load_average")
+    tree = machine.get("source_tree") or {}
+    lines = [
+        f"### {_what(result)} ({result['name']})",
+        "",
+        f"Weights: {target['weights'] or 'unknown'}. "
+        + (_parameters(target["parameters"]) if target.get("parameters") else "")
+        + f"Measured {machine['date']} on {where}, {machine['threads'] or 'default'} thread(s)"
+        + (f", load average {load[0]:.2f} at the start" if load else "")
+        + (f", OMP_WAIT_POLICY={machine['omp_wait_policy']}" if machine.get("omp_wait_policy") else "")
+        + f"; torch {machine['torch']}, executorch {machine['executorch']}, onnxruntime {machine.get('onnxruntime') or '–'}"
+        + (f"; audiodeploy at {tree['commit'][:10]}{' with uncommitted changes' if tree.get('uncommitted_changes') else ''}" if tree else "")
+        + f". Command: `{machine['command']}`.",
+        "",
+    ]
+    chart = RESULTS / f"{result['name']}.png"
+    if chart.is_file():
+        lines += [f"![{result['name']}: latency per runtime]({chart.relative_to(ROOT).as_posix()})", ""]
+    lines += [
+        "| runtime | delegates | ops outside delegates | program size | prepared in |",
+        "|---|---|---|---|---|",
+    ]
+    for info in result["runtimes"].values():
+        prepared = f"{info['prepare_s']:.0f} s" if info.get("prepare_s") is not None else "–"
+        lines.append(
+            f"| {info['label']} | {info['delegates'] if info['delegates'] is not None else '–'} "
+            f"| {_ops(info['ops_outside_delegates'])} | {_size(info['program_bytes'])} | {prepared} |"
+        )
+    lines.append("")
+    for case in result["cases"]:
+        lines += [
+            f"Input {tuple(case['input_shape'])}, {_input(case, target)}:",
+            "",
+            "| runtime | load | median | p90 | min | runs | real-time factor | peak memory | max abs diff vs eager |",
+            "|---|---|---|---|---|---|---|---|---|",
+        ]
+        for name, figures in case["runtimes"].items():
+            latency = figures["latency"]
+            rtf = "–" if figures["rtf"] is None else f"{figures['rtf']:.3f}"
+            diff = "–" if figures["max_abs_diff_vs_eager"] is None else f"{figures['max_abs_diff_vs_eager']:.1e}"
+            lines.append(
+                f"| {name} | {_latency_ms(figures['load_s'])} | {_latency_ms(latency['median_s'])} "
+                f"| {_latency_ms(latency['p90_s'])} | {_latency_ms(latency['min_s'])} | {latency['runs']} (+{latency['warmup']}) "
+                f"| {rtf} | {_size(figures['peak_rss_bytes'])} | {diff} |"
+            )
+        lines.append("")
+    return lines
+
+
 SECTIONS = {"pos_conv": pos_conv_section}
+"""Sections of other benchmarks, after the bench results (which come first, summary then details)."""
 
 
-def render() -> str:
+def load_results(directory: Path = RESULTS) -> list[dict]:
+    return [json.loads(path.read_text()) for path in sorted(directory.glob("*.json"))]
+
+
+def render(results: list[dict] | None = None) -> str:
+    results = load_results() if results is None else results
     lines = [
         "# Models and measured figures",
         "",
         "Generated by `python benchmarks/generate_models_md.py` from `benchmarks/results/*.json`; do not edit by hand.",
         "",
     ]
-    for path in sorted(RESULTS.glob("*.json")):
-        result = json.loads(path.read_text())
+    bench = [r for r in results if r.get("benchmark") == "bench"]
+    if bench:
+        lines += bench_summary(bench)
+        for result in bench:
+            lines += bench_section(result)
+    for result in results:
         section = SECTIONS.get(result.get("benchmark"))
         if section is not None:
             lines += section(result)

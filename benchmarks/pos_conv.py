@@ -13,12 +13,16 @@ script measures:
   removed by hand (``remove_parametrizations(leave_parametrized=True)``) before
   stock lowering; what the fold should match;
 - ``eager``: the parametrized module in PyTorch, under ``torch.no_grad()``, with
-  the same thread count as the ExecuTorch runtime.
+  the same thread count as the ExecuTorch runtime;
+- ``onnxruntime``: ONNX Runtime on the module's ONNX export, as ``audiodeploy bench
+  --compare onnxruntime`` runs it (when the ``bench`` extra is installed; ``--no-onnxruntime``
+  leaves it out).
 
 For each: delegates, ops outside delegates, median latency after warm-up, max
 abs diff vs eager, .pte size and lowering time (export + lower + serialize);
-and the ratios stock/audiodeploy, audiodeploy/reference, audiodeploy/eager.
-The timed calls are interleaved round-robin (see ``_timing.py``). Stock takes
+and the ratios stock/audiodeploy, audiodeploy/reference, audiodeploy/eager (and
+audiodeploy/onnxruntime). The timed calls are interleaved round-robin by the same
+code as ``audiodeploy bench`` (``audiodeploy.bench.timing``). Stock takes
 tens of seconds a call at full size, hence its own, smaller run count.
 
 Defaults are wav2vec2-large's (1024 channels, kernel 128, 16 groups, padding 64,
@@ -40,14 +44,14 @@ import time
 from pathlib import Path
 
 import torch
-from executorch.extension.pybindings import portable_lib
 from torch.nn.utils import parametrizations, parametrize
 
 import audiodeploy
 from audiodeploy._files import atomic_write_text
+from audiodeploy.bench.errors import BenchError
+from audiodeploy.bench.runtimes import OnnxRuntime, require_onnxruntime
+from audiodeploy.bench.timing import Runner, machine_info, paired_ratio, set_threads, time_interleaved
 from audiodeploy.runtime import Program
-
-from _timing import Runner, machine_info, paired_ratio, time_interleaved
 
 RESULTS = Path(__file__).resolve().parent / "results"
 
@@ -56,6 +60,7 @@ LABELS = {
     "audiodeploy": "audiodeploy (fold=True)",
     "reference": "parametrization removed by hand",
     "eager": "eager PyTorch",
+    "onnxruntime": "ONNX Runtime",
 }
 
 
@@ -80,6 +85,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="threads for eager and ExecuTorch (default: ExecuTorch's threadpool size)",
     )
     p.add_argument("--seed", type=int, default=0, help="seed of the synthetic weights and input")
+    p.add_argument("--no-onnxruntime", action="store_true", help="leave ONNX Runtime out")
     p.add_argument("--json", type=Path, default=RESULTS / "pos_conv.json", help="where to write the result")
     args = p.parse_args(argv)
     if args.channels % args.groups:
@@ -113,17 +119,6 @@ def build_reference(model: torch.nn.Module, channels: int, kernel: int, groups: 
 
 def log(message: str) -> None:
     print(f"[{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
-
-
-def set_threads(threads: int | None) -> int:
-    """One thread count for eager PyTorch and ExecuTorch's threadpool; returns it."""
-    et_threads = portable_lib._threadpool_get_thread_count()
-    threads = threads or et_threads
-    torch.set_num_threads(threads)
-    if et_threads != threads:
-        # Only before any program is loaded: nothing uses the threadpool yet.
-        portable_lib._unsafe_reset_threadpool(threads)
-    return threads
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -173,6 +168,23 @@ def main(argv: list[str] | None = None) -> dict:
         }
     # Eager PyTorch is the baseline of the diffs; its one untimed call above is not a warm-up.
     results["eager"] = {"label": LABELS["eager"]}
+    onnx = None
+    if not args.no_onnxruntime:
+        try:
+            require_onnxruntime()
+        except BenchError as error:
+            log(f"leaving ONNX Runtime out: {error}")
+        else:
+            log("exporting to ONNX ...")
+            onnx = OnnxRuntime(model, (x,), None, threads)
+            onnx.load()
+            out = onnx.run((x,))
+            results["onnxruntime"] = {
+                "label": onnx.info.label,
+                "max_abs_diff": (out - expected).abs().max().item(),
+                "onnx_bytes": onnx.info.program_bytes,
+                "export_s": onnx.info.prepare_s,
+            }
 
     def eager_call() -> torch.Tensor:
         with torch.no_grad():
@@ -187,12 +199,16 @@ def main(argv: list[str] | None = None) -> dict:
         Runner("reference", et_call(programs["reference"]), args.runs, args.warmup),
         Runner("eager", eager_call, args.runs, args.warmup),
     ]
+    if onnx is not None:
+        runners.append(Runner("onnxruntime", lambda: onnx.run((x,)), args.runs, args.warmup))
     log("timing, round-robin ...")
     timings = time_interleaved(runners, progress=log)
     for name, timing in timings.items():
         results[name]["latency"] = timing.to_dict()
 
     pairs = [("stock", "audiodeploy"), ("audiodeploy", "reference"), ("audiodeploy", "eager")]
+    if onnx is not None:
+        pairs.append(("audiodeploy", "onnxruntime"))
     ratios = {f"{a}/{b}": timings[a].median / timings[b].median for a, b in pairs}
     paired_ratios = {f"{a}/{b}": paired_ratio(timings[a], timings[b]) for a, b in pairs}
     diff_ad, diff_ref = results["audiodeploy"]["max_abs_diff"], results["reference"]["max_abs_diff"]
@@ -251,6 +267,11 @@ def format_table(record: dict) -> str:
         latency = r["latency"]
         if name == "eager":
             cells = [r["label"], "–", "–", _ms(latency["median_s"]), _runs(latency), "–", "–", "–"]
+        elif name == "onnxruntime":
+            cells = [
+                r["label"], "–", "–", _ms(latency["median_s"]), _runs(latency), f"{r['max_abs_diff']:.1e}",
+                _size(r["onnx_bytes"]), f"{r['export_s']:.1f} s",
+            ]
         else:
             outside = ", ".join(
                 f"{_short(op)}{f' x{n}' if n > 1 else ''}" for op, n in r["ops_outside_delegates"].items()

@@ -1,4 +1,4 @@
-"""Helpers shared by the benchmark scripts: interleaved timing and the machine record.
+"""Interleaved timing, thread settings and the machine record, shared by ``audiodeploy bench`` and ``benchmarks/``.
 
 The machines we measure on are shared and noisy, so runtimes are never timed one
 after another: :func:`time_interleaved` runs them round-robin, one call each per
@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import datetime
 import importlib.metadata
+import math
 import os
 import platform
 import shlex
@@ -42,15 +43,36 @@ class Timing:
     def median(self) -> float:
         return statistics.median(self.seconds)
 
+    @property
+    def p90(self) -> float:
+        return percentile(self.seconds, 90)
+
     def to_dict(self) -> dict:
-        return {
-            "runs": len(self.seconds),
-            "warmup": self.warmup,
-            "median_s": self.median,
-            "min_s": min(self.seconds),
-            "max_s": max(self.seconds),
-            "samples_s": self.seconds,
-        }
+        return latency_dict(self.seconds, self.warmup)
+
+
+def percentile(values: list[float], q: float) -> float:
+    """The ``q``-th percentile, linear between the closest ranks (numpy's default)."""
+    if not values:
+        raise ValueError("percentile of no values")
+    ordered = sorted(values)
+    position = (len(ordered) - 1) * q / 100
+    low, high = math.floor(position), math.ceil(position)
+    return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
+
+
+def latency_dict(seconds: list[float], warmup: int) -> dict:
+    """The latency record of every runtime and transport: counts, median, p90, min, max, mean, samples."""
+    return {
+        "runs": len(seconds),
+        "warmup": warmup,
+        "median_s": statistics.median(seconds),
+        "p90_s": percentile(seconds, 90),
+        "min_s": min(seconds),
+        "max_s": max(seconds),
+        "mean_s": statistics.fmean(seconds),
+        "samples_s": list(seconds),
+    }
 
 
 def _spread(count: int, rounds: int) -> set[int]:
@@ -112,8 +134,25 @@ def _rotated(runners: list[Runner], i: int) -> list[Runner]:
     return runners[k:] + runners[:k]
 
 
-def machine_info(threads: int) -> dict:
-    """What a result was measured on, and with which command."""
+def set_threads(threads: int | None) -> int:
+    """One thread count for eager PyTorch and ExecuTorch's threadpool; returns it.
+
+    ``None`` keeps ExecuTorch's threadpool size (one thread per performant core).
+    Call it before any program is loaded: the threadpool is reset only then.
+    """
+    from executorch.extension.pybindings import portable_lib
+    import torch
+
+    et_threads = portable_lib._threadpool_get_thread_count()
+    threads = threads or et_threads
+    torch.set_num_threads(threads)
+    if et_threads != threads:
+        portable_lib._unsafe_reset_threadpool(threads)
+    return threads
+
+
+def machine_info(threads: int | None, command: str | None = None) -> dict:
+    """What a result was measured on, and with which command (default: this process's command line)."""
 
     def version(dist: str) -> str | None:
         try:
@@ -123,17 +162,47 @@ def machine_info(threads: int) -> dict:
 
     return {
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        "command": shlex.join([os.path.basename(sys.executable), *sys.argv]),
+        "command": command or shlex.join([os.path.basename(sys.executable), *sys.argv]),
         "platform": platform.platform(),
         "machine": platform.machine(),
         "processor": _cpu_model(),
         "cpu_count": os.cpu_count(),
         "threads": threads,
+        "load_average": _load_average(),
+        "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY"),
         "python": platform.python_version(),
         "torch": version("torch"),
         "executorch": version("executorch"),
+        "onnxruntime": version("onnxruntime"),
         "audiodeploy": version("audiodeploy"),
+        "source_tree": _source_tree(),
     }
+
+
+def _source_tree() -> dict | None:
+    """The git commit of the audiodeploy checkout measured, and whether it had uncommitted changes."""
+    import subprocess
+
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    try:
+        commit = subprocess.run(
+            ["git", "-C", root, "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10, check=True
+        ).stdout.strip()
+        status = subprocess.run(
+            ["git", "-C", root, "status", "--porcelain", "--untracked-files=no"],
+            capture_output=True, text=True, timeout=10, check=True,
+        ).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return {"commit": commit, "uncommitted_changes": bool(status.strip())}
+
+
+def _load_average() -> list[float] | None:
+    """The 1, 5 and 15 minute load averages when the run started: a busy machine shows here."""
+    try:
+        return [round(x, 2) for x in os.getloadavg()]
+    except (AttributeError, OSError):
+        return None
 
 
 def _cpu_model() -> str:

@@ -1,0 +1,342 @@
+"""``audiodeploy bench`` as a library: build the target, prepare the runtimes, measure, assemble the record.
+
+    from audiodeploy.bench import BenchRequest, run_bench
+    record = run_bench(BenchRequest("wav2vec2", variant="tiny", compare=("stock", "eager")))
+
+Everything the user can get wrong is checked before anything slow starts (:func:`check`),
+and a run that fails raises :class:`~audiodeploy.bench.errors.BenchError` (or a recipe or
+program-load error) before any figure exists, so no results file claims numbers that were
+not measured.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Sequence
+
+import torch
+
+from audiodeploy.bench.errors import BenchError
+from audiodeploy.bench.results import MEMORY_NOTE, RATIOS_NOTE, SCHEMA, validate
+from audiodeploy.bench.runtimes import (
+    COMPARABLE,
+    EagerRuntime,
+    OnnxRuntime,
+    Runtime,
+    lower_module,
+    pte_runtime,
+    require_onnxruntime,
+)
+from audiodeploy.bench.timing import machine_info, paired_ratio, set_threads
+from audiodeploy.bench.transports import AdbTransport, LocalTransport, Measurement, RunCounts, parse_device
+
+Log = Callable[[str], None]
+
+_FLOAT32 = 6  # ExecuTorch ScalarType code of float32
+
+
+@dataclass(frozen=True)
+class BenchRequest:
+    """What to measure and how; the CLI's options one to one."""
+
+    target: str
+    """A recipe name (see ``audiodeploy list``) or the path of a .pte file."""
+    variant: str | None = None
+    source: str | None = None
+    weights: str | None = None
+    seconds: tuple[float, ...] | None = None
+    """Audio durations to measure at; default one second (a .pte on the phone: its upper bound)."""
+    compare: tuple[str, ...] = ()
+    runs: int = 10
+    warmup: int = 2
+    stock_runs: int = 3
+    stock_warmup: int = 1
+    threads: int | None = None
+    device: str = "local"
+    runner: Path | None = None
+    """``executor_runner`` built for the phone (``--device adb``)."""
+    seed: int = 0
+    name: str | None = None
+    """What models.md calls the result; default ``recipe-variant`` or the .pte's stem."""
+    command: str | None = None
+    """The command line to record; default this process's."""
+
+
+def parse_compare(text: str | None) -> tuple[str, ...]:
+    """``"stock,eager"`` -> ``("stock", "eager")`` in the canonical order; unknown names are an error."""
+    if not text:
+        return ()
+    names = [n.strip() for n in text.split(",") if n.strip()]
+    unknown = [n for n in names if n not in COMPARABLE]
+    if unknown:
+        raise BenchError(f"--compare {','.join(unknown)}: choose among {', '.join(COMPARABLE)} (comma-separated)")
+    return tuple(n for n in COMPARABLE if n in names)
+
+
+def is_pte_target(target: str) -> bool:
+    return target.endswith(".pte") or Path(target).is_file()
+
+
+def check(request: BenchRequest) -> None:
+    """Every mistake that can be found without building anything, each as a one-line error."""
+    if request.runs < 1 or request.stock_runs < 1 or request.warmup < 0 or request.stock_warmup < 0:
+        raise BenchError("--runs and --stock-runs must be at least 1, --warmup and --stock-warmup at least 0")
+    if request.threads is not None and request.threads < 1:
+        raise BenchError("--threads must be at least 1")
+    if request.seconds is not None and (not request.seconds or any(not (s > 0 and math.isfinite(s)) for s in request.seconds)):
+        raise BenchError("--seconds takes positive durations in seconds")
+    kind, _ = parse_device(request.device)
+    unknown = [n for n in request.compare if n not in COMPARABLE]
+    if unknown:
+        raise BenchError(f"--compare {','.join(unknown)}: choose among {', '.join(COMPARABLE)}")
+    if is_pte_target(request.target):
+        if not Path(request.target).is_file():
+            raise BenchError(f"{request.target}: no such file; give a .pte written by `audiodeploy export`, or a recipe name")
+        if request.compare:
+            raise BenchError("--compare needs a recipe target: a .pte holds no PyTorch module to lower the stock way, run eagerly or export to ONNX")
+        if any(v is not None for v in (request.variant, request.source, request.weights)):
+            raise BenchError("--variant, --source and --weights apply to recipes, not to a .pte")
+    if kind == "adb":
+        if request.runner is None:
+            raise BenchError("--device adb needs --runner PATH: executor_runner built for arm64-v8a with XNNPACK (see the README)")
+        off_device = [n for n in request.compare if n in ("eager", "onnxruntime")]
+        if off_device:
+            raise BenchError(f"--device adb runs ExecuTorch programs only: drop {', '.join(off_device)} from --compare, or use --device local")
+    elif request.runner is not None:
+        raise BenchError("--runner is for --device adb")
+    if "onnxruntime" in request.compare:
+        require_onnxruntime()
+
+
+def run_bench(request: BenchRequest, log: Log = lambda message: None) -> dict:
+    """Measure as ``request`` says; the validated ``audiodeploy.bench/1`` record."""
+    check(request)
+    kind, serial = parse_device(request.device)
+    if kind == "adb":
+        transport = AdbTransport(Path(request.runner), serial)  # type: ignore[arg-type]
+        transport.connect()
+        threads = request.threads
+    else:
+        transport = LocalTransport()
+        threads = set_threads(request.threads)
+    machine = machine_info(threads, request.command)  # before the run: its date is when the run started
+    if is_pte_target(request.target):
+        target, runtimes, cases = _pte_cases(request, transport, log)
+    else:
+        target, runtimes, cases = _recipe_cases(request, transport, threads, log)
+    record = _measure(request, target, runtimes, cases, transport, threads, machine, log)
+    return validate(record)
+
+
+@dataclass
+class _Case:
+    seconds: float | None
+    length: int
+    inputs: tuple[torch.Tensor, ...]
+    audio_seconds: float | None
+    expected: torch.Tensor | None
+    runtimes: list[Runtime] = field(default_factory=list)
+    """Programs for this length only (transports that cannot resize inputs); else empty."""
+
+
+def _seconds(request: BenchRequest) -> tuple[float, ...]:
+    return tuple(sorted(set(request.seconds or (1.0,))))
+
+
+def _recipe_cases(request: BenchRequest, transport, threads: int | None, log: Log):
+    from audiodeploy import recipes
+    from audiodeploy.recipes.spec import LengthRange
+
+    recipe = recipes.get(request.target)
+    variant = recipe.variant(request.variant).name
+    seconds = _seconds(request)
+    default = recipe.default_length_range
+    # The program a user gets from `audiodeploy export`, widened to every length measured.
+    length_range = LengthRange(min(default.min_seconds, seconds[0]), max(default.max_seconds, seconds[-1]))
+    log(f"building {recipe.name} {variant}")
+    built = recipe.build(variant=variant, source=request.source, weights=request.weights, seed=request.seed, length_range=length_range)
+    module = built.module
+    target = {
+        "kind": "recipe",
+        "recipe": built.recipe,
+        "variant": built.variant,
+        "source": built.source,
+        "weights": built.weights_provenance,
+        "parameters": sum(p.numel() for p in module.parameters()),
+        "path": None,
+        "sample_rate": built.sample_rate,
+        "input_kind": built.input.kind,
+        "length_range_seconds": [built.length_range.min_seconds, built.length_range.max_seconds],
+    }
+    cases = []
+    for s in seconds:
+        length = built.input.length_for_seconds(s)
+        inputs = built.random_inputs(length, seed=request.seed + 1)
+        with torch.no_grad():
+            expected = module(*inputs)
+        cases.append(_Case(s, length, inputs, built.input.seconds(length), expected))
+
+    names = ("audiodeploy", *request.compare)
+    runtimes: list[Runtime] = []
+    if transport.programs_per_length:
+        for case in cases:
+            for name in names:
+                log(f"lowering {name} for {case.audio_seconds:g} s (fixed length, as the phone's runner needs)")
+                case.runtimes.append(lower_module(name, module, case.inputs, None, fold=name == "audiodeploy"))
+        return target, [r for r in cases[0].runtimes], cases
+    for name in names:
+        if name in ("audiodeploy", "stock"):
+            log(f"lowering {name} ({'computed weights folded' if name == 'audiodeploy' else 'stock ExecuTorch'}); large models take minutes")
+            runtimes.append(lower_module(name, module, built.example_inputs, built.dynamic_shapes, fold=name == "audiodeploy"))
+        elif name == "eager":
+            runtimes.append(EagerRuntime(module))
+        elif name == "onnxruntime":
+            log("exporting to ONNX (torch.onnx.export, dynamo)")
+            runtimes.append(OnnxRuntime(module, built.example_inputs, built.dynamic_shapes, threads or 1))
+    return target, runtimes, cases
+
+
+def _pte_cases(request: BenchRequest, transport, log: Log):
+    from audiodeploy.recipes.spec import InputSpec
+    from audiodeploy.runtime.sidecar import SidecarError, read_sidecar
+
+    path = Path(request.target)
+    runtime = pte_runtime(path)
+    bounds = runtime.input_upper_bounds()  # also proves the program loads, before anything is pushed
+    if len(bounds) != 1 or bounds[0][1] != _FLOAT32:
+        raise BenchError(f"{path}: bench feeds one float32 input; this program takes {len(bounds)} input(s)")
+    try:
+        model = read_sidecar(path)["model"]
+    except SidecarError:
+        model = None
+    target = {
+        "kind": "pte",
+        "recipe": model["recipe"] if model else None,
+        "variant": model["variant"] if model else None,
+        "source": model["source"] if model else None,
+        "weights": model["weights"] if model else None,
+        "parameters": None,
+        "path": str(path),
+        "sample_rate": model["sample_rate"] if model else None,
+        "input_kind": model["input"]["kind"] if model else None,
+        "length_range_seconds": model["length_range_seconds"] if model else None,
+    }
+    spec = InputSpec.from_dict(model["input"]) if model else None
+    upper_shape = bounds[0][0]
+    generator = torch.Generator().manual_seed(request.seed + 1)
+    cases = []
+    if transport.programs_per_length or spec is None:
+        # The phone's runner (and a program without a sidecar) runs at the upper bound.
+        length = upper_shape[spec.length_axis] if spec else None
+        audio = spec.seconds(length) if spec else None
+        if request.seconds is not None and (audio is None or any(abs(s - audio) > 0.5 / (spec.sample_rate / spec.samples_per_step) for s in request.seconds)):
+            have = f"{audio:g} s" if audio is not None else f"shape {upper_shape}"
+            raise BenchError(
+                f"{path} runs at its upper bound ({have}) here; export it for the length to measure "
+                "(`audiodeploy export ... --seconds S`) and leave out --seconds"
+            )
+        inputs = ((0.1 * torch.randn(upper_shape, generator=generator)),)
+        cases.append(_Case(audio, length if length is not None else upper_shape[-1], inputs, audio, None))
+        if transport.programs_per_length:
+            cases[0].runtimes.append(runtime)
+        return target, [runtime], cases
+    for s in _seconds(request):
+        length = spec.length_for_seconds(s)
+        if not spec.min_length <= length <= spec.max_length:
+            raise BenchError(
+                f"{path} accepts {spec.seconds(spec.min_length):g}-{spec.seconds(spec.max_length):g} s of audio; "
+                f"--seconds {s:g} is outside that range"
+            )
+        cases.append(_Case(s, length, spec.random_inputs(length, seed=request.seed + 1), spec.seconds(length), None))
+    return target, [runtime], cases
+
+
+def _counts(request: BenchRequest, names: Sequence[str]) -> dict[str, RunCounts]:
+    return {
+        n: RunCounts(request.stock_runs, request.stock_warmup) if n == "stock" else RunCounts(request.runs, request.warmup)
+        for n in names
+    }
+
+
+def _measure(request, target, runtimes, cases, transport, threads, machine, log) -> dict:
+    names = [r.name for r in runtimes]
+    baseline = "audiodeploy" if "audiodeploy" in names and len(names) > 1 else None
+    counts = _counts(request, names)
+    case_records = []
+    try:
+        for case in cases:
+            programs = case.runtimes or runtimes
+            log(f"measuring at {case.audio_seconds:g} s of audio" if case.audio_seconds else "measuring")
+            if transport.kind == "adb":
+                measured = transport.measure(programs, case.inputs, counts, log, threads=threads)
+            else:
+                measured = transport.measure(programs, case.inputs, counts, log)
+            case_records.append(_case_record(case, measured, baseline))
+    finally:
+        transport.close(runtimes)
+    if transport.kind == "adb" and threads is None:
+        machine["threads"] = None
+    name = request.name or (
+        f"{target['recipe']}-{target['variant']}" if target["kind"] == "recipe" else Path(target["path"]).stem
+    )
+    return {
+        "schema": SCHEMA,
+        "benchmark": "bench",
+        "name": name,
+        "target": target,
+        "transport": transport.describe(),
+        "settings": {
+            "runs": request.runs,
+            "warmup": request.warmup,
+            "stock_runs": request.stock_runs,
+            "stock_warmup": request.stock_warmup,
+            "threads": threads,
+            "seed": request.seed,
+            "compare": list(request.compare),
+        },
+        "machine": machine,
+        "baseline": baseline,
+        "runtimes": {r.name: r.info.to_dict() for r in runtimes},
+        "cases": case_records,
+        "ratios_note": RATIOS_NOTE,
+        "memory_note": MEMORY_NOTE,
+    }
+
+
+def _case_record(case: _Case, measured: dict[str, Measurement], baseline: str | None) -> dict:
+    figures = {}
+    for name, m in measured.items():
+        diff = None
+        if case.expected is not None and m.output is not None:
+            if tuple(m.output.shape) != tuple(case.expected.shape):
+                raise BenchError(f"{name}: output shape {tuple(m.output.shape)}, eager PyTorch gives {tuple(case.expected.shape)}")
+            diff = float((m.output.float() - case.expected.float()).abs().max())
+        figures[name] = {
+            "load_s": m.load_s,
+            "peak_rss_bytes": m.peak_rss_bytes,
+            "rtf": None if not case.audio_seconds else m.latency["median_s"] / case.audio_seconds,
+            "max_abs_diff_vs_eager": diff,
+            "notes": list(m.notes),
+            "latency": m.latency,
+        }
+    ratios, paired = {}, {}
+    if baseline:
+        base = measured[baseline]
+        for name, m in measured.items():
+            if name == baseline:
+                continue
+            key = f"{baseline}/{name}"
+            ratios[key] = base.latency["median_s"] / m.latency["median_s"]
+            if base.timing is not None and m.timing is not None:
+                paired[key] = paired_ratio(base.timing, m.timing)
+    return {
+        "seconds": case.seconds,
+        "audio_seconds": case.audio_seconds,
+        "input_length": case.length,
+        "input_shape": list(case.inputs[0].shape),
+        "runtimes": figures,
+        "ratios": ratios,
+        "paired_ratios": paired,
+    }

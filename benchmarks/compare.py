@@ -1,0 +1,104 @@
+"""Run `audiodeploy bench --compare stock,eager,onnxruntime` on the published models, one after another,
+write benchmarks/results/<name>.json (and a .png chart beside it), and regenerate models.md.
+
+    python benchmarks/compare.py                    # everything, sequentially: about an hour on 2 cores
+    python benchmarks/compare.py wav2vec2-base hifigan-v1-1s
+    python benchmarks/compare.py --list
+
+Stock ExecuTorch lowering runs fewer times than the rest: a stock call of wav2vec2-large on
+10 s of audio takes minutes (its positional convolution runs on portable kernels). The
+positional convolution on its own is measured by pos_conv.py (stock, audiodeploy, weights
+folded by hand, eager and ONNX Runtime), run here too.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shlex
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+
+COMPARE = ["--compare", "stock,eager,onnxruntime"]
+
+# name -> arguments of `audiodeploy bench` (without --json/--plot) or of pos_conv.py.
+CASES: dict[str, list[str]] = {
+    "wav2vec2-base": ["wav2vec2", "--variant", "base", "--seconds", "1", "--seconds", "10", *COMPARE,
+                      "--runs", "10", "--warmup", "2", "--stock-runs", "3", "--stock-warmup", "1"],
+    "hifigan-v1-1s": ["hifigan", "--variant", "v1", "--seconds", "1", *COMPARE,
+                      "--runs", "10", "--warmup", "2", "--stock-runs", "2", "--stock-warmup", "1"],
+    "hubert-base-10s": ["hubert", "--variant", "base", "--seconds", "10", *COMPARE,
+                        "--runs", "10", "--warmup", "2", "--stock-runs", "2", "--stock-warmup", "1"],
+    "pos-conv": ["pos_conv.py"],
+    "wav2vec2-large-10s": ["wav2vec2", "--variant", "large", "--seconds", "10", *COMPARE,
+                           "--runs", "5", "--warmup", "1", "--stock-runs", "1", "--stock-warmup", "0"],
+}
+
+
+def command(name: str) -> list[str]:
+    """The command, run from the repository root (so that the results record it with relative paths)."""
+    args = CASES[name]
+    if args[0] == "pos_conv.py":
+        return ["python", "benchmarks/pos_conv.py", "--json", "benchmarks/results/pos_conv.json"]
+    return [
+        "audiodeploy", "bench", *args, "--name", name,
+        "--json", f"benchmarks/results/{name}.json", "--plot", f"benchmarks/results/{name}.png",
+    ]
+
+
+def _executable(argv: list[str]) -> list[str]:
+    """This interpreter for ``python``, and ``python -m audiodeploy`` for ``audiodeploy`` (same environment)."""
+    if argv[0] == "python":
+        return [sys.executable, *argv[1:]]
+    return [sys.executable, "-m", "audiodeploy", *argv[1:]]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("names", nargs="*", help=f"which to run (default: all): {', '.join(CASES)}")
+    parser.add_argument("--list", action="store_true", help="print the commands and exit")
+    parser.add_argument(
+        "--replot", action="store_true", help="only redraw results/<name>.png from results/<name>.json, and models.md"
+    )
+    args = parser.parse_args(argv)
+    unknown = [n for n in args.names if n not in CASES]
+    if unknown:
+        parser.error(f"unknown: {', '.join(unknown)}; choose among {', '.join(CASES)}")
+    names = args.names or list(CASES)
+    if args.list:
+        for name in names:
+            print(f"{name}: {shlex.join(command(name))}")
+        return 0
+    if args.replot:
+        from audiodeploy.bench.plot import render_png, write_png
+        from audiodeploy.bench.results import read_json
+
+        for name in names:
+            if CASES[name][0] != "pos_conv.py" and (ROOT / f"benchmarks/results/{name}.json").is_file():
+                record = read_json(ROOT / f"benchmarks/results/{name}.json")
+                write_png(ROOT / f"benchmarks/results/{name}.png", render_png(record))
+                print(f"redrew benchmarks/results/{name}.png")
+        subprocess.run([sys.executable, str(HERE / "generate_models_md.py")], check=True)
+        return 0
+    failed = []
+    for name in names:
+        start = time.monotonic()
+        print(f"== {name}: {shlex.join(command(name))}", flush=True)
+        # As `audiodeploy bench` does for itself: PyTorch's OpenMP threads sleep instead of spinning when idle.
+        env = {**os.environ, "OMP_WAIT_POLICY": os.environ.get("OMP_WAIT_POLICY", "PASSIVE")}
+        if subprocess.run(_executable(command(name)), cwd=ROOT, env=env).returncode != 0:
+            failed.append(name)
+        print(f"== {name}: {'FAILED' if name in failed else 'done'} in {time.monotonic() - start:.0f} s", flush=True)
+    subprocess.run([sys.executable, str(HERE / "generate_models_md.py")], check=True)
+    if failed:
+        print(f"failed: {', '.join(failed)}", file=sys.stderr)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

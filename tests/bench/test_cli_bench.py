@@ -1,0 +1,153 @@
+"""`audiodeploy bench` end to end through a subprocess, on tiny configurations; and every bad input:
+one line on stderr naming the problem, a non-zero exit, and no results file."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from audiodeploy.bench.results import validate
+
+from .conftest import FakeAdb
+
+
+def audiodeploy(*args: str, env: dict[str, str | None] | None = None, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    """Run the command; ``env`` adds variables to this process's, or removes those given as None."""
+    merged = {**os.environ, **(env or {})}
+    return subprocess.run(
+        [sys.executable, "-m", "audiodeploy", *args],
+        capture_output=True, text=True, timeout=900, cwd=cwd, env={k: v for k, v in merged.items() if v is not None},
+    )
+
+
+def assert_clean_error(result: subprocess.CompletedProcess[str], *words: str) -> None:
+    assert result.returncode != 0, result.stdout + result.stderr
+    assert "Traceback" not in result.stderr, result.stderr
+    lines = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+    assert len(lines) == 1, result.stderr
+    for word in words:
+        assert word in lines[0], lines[0]
+
+
+@pytest.fixture(scope="module")
+def compared(tmp_path_factory):
+    """The issue's command, on wav2vec2's tiny variant."""
+    directory = tmp_path_factory.mktemp("bench")
+    result = audiodeploy(
+        "bench", "wav2vec2", "--variant", "tiny", "--compare", "stock,eager,onnxruntime",
+        "--json", "r.json", "--plot", "r.png", "--runs", "3", "--warmup", "1", "--stock-runs", "2", "--stock-warmup", "0",
+        cwd=directory, env={"OMP_WAIT_POLICY": None},
+    )
+    assert result.returncode == 0, result.stderr
+    return result, directory
+
+
+def test_compare_prints_a_table_with_every_runtime_and_ratio(compared):
+    result, _ = compared
+    for name in ("audiodeploy", "stock", "eager", "onnxruntime"):
+        assert f"\n{name} " in result.stdout
+    assert "audiodeploy/this" in result.stdout and "faster" in result.stdout
+
+
+def test_compare_json_holds_every_runtimes_figures_and_the_ratios(compared):
+    _, directory = compared
+    record = validate(json.loads((directory / "r.json").read_text()))
+    assert record["machine"]["command"].startswith("audiodeploy bench wav2vec2 --variant tiny")
+    assert record["machine"]["omp_wait_policy"] == "PASSIVE"  # bench re-ran itself so that OpenMP threads sleep
+    assert list(record["runtimes"]) == ["audiodeploy", "stock", "eager", "onnxruntime"]
+    assert record["runtimes"]["stock"]["ops_outside_delegates"].get("aten.convolution") == 1
+    assert "aten.convolution" not in record["runtimes"]["audiodeploy"]["ops_outside_delegates"]
+    (case,) = record["cases"]
+    assert case["audio_seconds"] == 1.0 and case["input_shape"] == [1, 16000]
+    for name, figures in case["runtimes"].items():
+        latency = figures["latency"]
+        assert latency["min_s"] <= latency["median_s"] <= latency["p90_s"] <= latency["max_s"], name
+        assert latency["runs"] == (2 if name == "stock" else 3)
+        assert figures["rtf"] == pytest.approx(latency["median_s"])
+        assert figures["max_abs_diff_vs_eager"] < 1e-4
+        assert figures["peak_rss_bytes"] is None or figures["peak_rss_bytes"] >= 0
+        assert (figures["load_s"] is None) == (name == "eager")
+    assert set(case["ratios"]) == {"audiodeploy/stock", "audiodeploy/eager", "audiodeploy/onnxruntime"}
+    assert case["ratios"]["audiodeploy/stock"] == pytest.approx(
+        case["runtimes"]["audiodeploy"]["latency"]["median_s"] / case["runtimes"]["stock"]["latency"]["median_s"]
+    )
+
+
+def test_compare_writes_a_png_chart(compared):
+    _, directory = compared
+    png = (directory / "r.png").read_bytes()
+    assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 10_000
+
+
+def test_an_openmp_wait_policy_the_user_set_is_kept(tmp_path, linear_pte):
+    result = audiodeploy("bench", str(linear_pte), "--runs", "1", "--warmup", "0", "--json", str(tmp_path / "r.json"),
+                         env={"OMP_WAIT_POLICY": "ACTIVE"})
+    assert result.returncode == 0, result.stderr
+    assert json.loads((tmp_path / "r.json").read_text())["machine"]["omp_wait_policy"] == "ACTIVE"
+
+
+# --- bad input ------------------------------------------------------------------------------
+
+
+def test_missing_onnxruntime(tmp_path):
+    stub = tmp_path / "stub" / "onnxruntime"
+    stub.mkdir(parents=True)
+    (stub / "__init__.py").write_text("raise ImportError(\"No module named 'onnxruntime'\")\n")
+    path = os.pathsep.join(p for p in (str(tmp_path / "stub"), os.environ.get("PYTHONPATH")) if p)
+    result = audiodeploy(
+        "bench", "wav2vec2", "--variant", "tiny", "--compare", "onnxruntime", "--json", str(tmp_path / "r.json"),
+        env={"PYTHONPATH": path},
+    )
+    assert_clean_error(result, "onnxruntime", "not installed", "pip install -e '.[bench]'")
+    assert not (tmp_path / "r.json").exists()
+
+
+def test_unreachable_adb_device(tmp_path, linear_pte):
+    fake = FakeAdb(tmp_path / "adb")
+    result = audiodeploy(
+        "bench", str(linear_pte), "--device", "adb:SER9", "--runner", str(fake.runner), "--json", str(tmp_path / "r.json"),
+        env=fake.env("unreachable"),
+    )
+    assert_clean_error(result, "adb device SER9 is not reachable", "not found")
+    assert not (tmp_path / "r.json").exists()
+
+
+def test_runner_that_fails_on_the_device(tmp_path, linear_pte):
+    fake = FakeAdb(tmp_path / "adb")
+    result = audiodeploy(
+        "bench", str(linear_pte), "--device", "adb", "--runner", str(fake.runner), "--json", str(tmp_path / "r.json"),
+        env=fake.env("method-fails"),
+    )
+    assert_clean_error(result, "executor_runner did not complete on the device", "Loading of method forward failed")
+    assert not (tmp_path / "r.json").exists()
+
+
+def test_pte_that_cannot_load(tmp_path):
+    broken = tmp_path / "broken.pte"
+    broken.write_bytes(b"\x00" * 64)
+    result = audiodeploy("bench", str(broken), "--json", str(tmp_path / "r.json"), "--plot", str(tmp_path / "r.png"))
+    assert_clean_error(result, "broken.pte is not a loadable ExecuTorch program")
+    assert not (tmp_path / "r.json").exists() and not (tmp_path / "r.png").exists()
+
+
+def test_unknown_compare_name(tmp_path):
+    result = audiodeploy("bench", "wav2vec2", "--compare", "tflite", "--json", str(tmp_path / "r.json"))
+    assert_clean_error(result, "--compare tflite", "stock, eager, onnxruntime")
+    assert not (tmp_path / "r.json").exists()
+
+
+def test_pte_on_the_phone_writes_the_same_schema(tmp_path, linear_pte):
+    fake = FakeAdb(tmp_path / "adb")
+    result = audiodeploy(
+        "bench", str(linear_pte), "--device", "adb:SER1", "--runner", str(fake.runner), "--runs", "2", "--warmup", "1",
+        "--json", str(tmp_path / "r.json"), env=fake.env(),
+    )
+    assert result.returncode == 0, result.stderr
+    record = validate(json.loads((tmp_path / "r.json").read_text()))
+    assert record["transport"]["kind"] == "adb" and record["transport"]["serial"] == "SER1"
+    assert "Pixel 8 over adb" in result.stdout

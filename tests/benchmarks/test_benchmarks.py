@@ -1,0 +1,48 @@
+"""benchmarks/: pos_conv.py on the shared timing code keeps its result schema; models.md renders bench results."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+
+from tests.bench.test_results import make_record
+
+BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
+
+
+def load(name: str):
+    sys.path.insert(0, str(BENCHMARKS))
+    try:
+        spec = importlib.util.spec_from_file_location(name, BENCHMARKS / f"{name}.py")
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        return module
+    finally:
+        sys.path.remove(str(BENCHMARKS))
+
+
+def test_pos_conv_at_a_small_size_writes_its_schema_and_renders(tmp_path, capsys):
+    pos_conv = load("pos_conv")
+    record = pos_conv.main(
+        ["--channels", "16", "--kernel", "8", "--groups", "4", "--length", "20", "--runs", "2", "--warmup", "0",
+         "--stock-runs", "1", "--stock-warmup", "0", "--json", str(tmp_path / "pos_conv.json")]
+    )
+    written = json.loads((tmp_path / "pos_conv.json").read_text())
+    assert written["benchmark"] == "pos_conv" and written == json.loads(json.dumps(record))
+    assert {"stock", "audiodeploy", "reference", "eager"} <= set(written["results"])
+    for name, result in written["results"].items():
+        assert {"runs", "warmup", "median_s", "min_s", "max_s", "samples_s"} <= set(result["latency"]), name
+    assert set(written["ratios"]) >= {"stock/audiodeploy", "audiodeploy/reference", "audiodeploy/eager"}
+    assert "| stock ExecuTorch (fold=False) | 2 |" in capsys.readouterr().out
+    markdown = load("generate_models_md").render([written])
+    assert "## Positional convolution: `weight_norm(Conv1d(16, 16, 8, padding=4, groups=4), dim=2)`" in markdown
+
+
+def test_models_md_puts_bench_results_side_by_side():
+    markdown = load("generate_models_md").render([make_record((1.0, 10.0))])
+    assert "## Latency side by side (`audiodeploy bench --compare`)" in markdown
+    assert "| wav2vec2 base | 1 s | 241 ms (52) | 1,314 ms (53) | 346 ms | 170 ms | 0.183 | 0.697 | 1.42 |" in markdown
+    assert "| wav2vec2 base | 10 s |" in markdown
+    assert "### wav2vec2 base (wav2vec2-base)" in markdown and "94.0 M parameters" in markdown
