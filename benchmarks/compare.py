@@ -39,6 +39,18 @@ CASES: dict[str, list[str]] = {
                            "--runs", "5", "--warmup", "1", "--stock-runs", "1", "--stock-warmup", "0"],
 }
 
+# The remaining published variants, for models.md: against stock lowering and eager PyTorch at 1 s.
+STOCK_AND_EAGER = ["--compare", "stock,eager", "--runs", "5", "--warmup", "1", "--stock-runs", "1", "--stock-warmup", "0"]
+for _name, _recipe, _variant in (
+    ("hifigan-spectral-norm-1s", "hifigan", "spectral-norm"),
+    ("univnet-c32-1s", "univnet", "c32"),
+    ("wavlm-base-plus-1s", "wavlm", "base-plus"),
+    ("hubert-large-1s", "hubert", "large"),
+    ("wav2vec2-large-lv60-1s", "wav2vec2", "large-lv60"),
+    ("wavlm-large-1s", "wavlm", "large"),
+):
+    CASES[_name] = [_recipe, "--variant", _variant, "--seconds", "1", *STOCK_AND_EAGER]
+
 
 def command(name: str) -> list[str]:
     """The command, run from the repository root (so that the results record it with relative paths)."""
