@@ -16,6 +16,7 @@ from torch._guards import detect_fake_mode
 from torch.fx.experimental.symbolic_shapes import free_symbols
 from torch.export import ExportedProgram
 from torch.utils import _pytree as pytree
+from torch.fx.passes.infra.pass_base import PassBase
 
 aten = torch.ops.aten
 
@@ -119,3 +120,11 @@ def rewrite_done(ep: ExportedProgram) -> None:
     """Drop nodes the rewrite left unused (symbolic size reads, replaced ops) and recompile."""
     ep.graph.eliminate_dead_code()
     ep.graph_module.recompile()
+
+
+class ExportedProgramPass(PassBase):
+    """A graph pass that also keeps its exported program's signature in step (outputs, constants)."""
+
+    def __init__(self, exported_program: ExportedProgram) -> None:
+        super().__init__()
+        self.exported_program = exported_program

@@ -42,9 +42,10 @@ from __future__ import annotations
 
 import torch
 from torch.export import ExportedProgram
-from torch.fx.passes.infra.pass_base import PassBase, PassResult
+from torch.fx.passes.infra.pass_base import PassResult
 
 from audiodeploy.lowering.passes._graph import (
+    ExportedProgramPass,
     insert_op,
     insert_reshape,
     replace_input,
@@ -101,11 +102,7 @@ def _keeps_batch_dim(node: torch.fx.Node) -> bool:
     return target == aten.matmul.default and _is_batched_matmul(node)
 
 
-class AttentionHeadsAsBatchPass(PassBase):
-    def __init__(self, exported_program: ExportedProgram) -> None:
-        super().__init__()
-        self.exported_program = exported_program
-
+class AttentionHeadsAsBatchPass(ExportedProgramPass):
     def call(self, graph_module: torch.fx.GraphModule) -> PassResult:
         graph = graph_module.graph
         done: set[torch.fx.Node] = set()

@@ -20,19 +20,14 @@ pads ``p >= k`` on each side.
 from __future__ import annotations
 
 import torch
-from torch.export import ExportedProgram
-from torch.fx.passes.infra.pass_base import PassBase, PassResult
+from torch.fx.passes.infra.pass_base import PassResult
 
-from audiodeploy.lowering.passes._graph import argument, insert_op, replace_node, rewrite_done, value
+from audiodeploy.lowering.passes._graph import ExportedProgramPass, argument, insert_op, replace_node, rewrite_done, value
 
 aten = torch.ops.aten
 
 
-class ConvTailSliceAsPaddingPass(PassBase):
-    def __init__(self, exported_program: ExportedProgram) -> None:
-        super().__init__()
-        self.exported_program = exported_program
-
+class ConvTailSliceAsPaddingPass(ExportedProgramPass):
     def call(self, graph_module: torch.fx.GraphModule) -> PassResult:
         graph = graph_module.graph
         modified = False

@@ -37,10 +37,10 @@ from __future__ import annotations
 import math
 
 import torch
-from torch.export import ExportedProgram
-from torch.fx.passes.infra.pass_base import PassBase, PassResult
+from torch.fx.passes.infra.pass_base import PassResult
 
 from audiodeploy.lowering.passes._graph import (
+    ExportedProgramPass,
     argument,
     insert_op,
     is_static,
@@ -53,11 +53,7 @@ from audiodeploy.lowering.passes._graph import (
 aten = torch.ops.aten
 
 
-class DecomposeNormalizationPass(PassBase):
-    def __init__(self, exported_program: ExportedProgram) -> None:
-        super().__init__()
-        self.exported_program = exported_program
-
+class DecomposeNormalizationPass(ExportedProgramPass):
     def call(self, graph_module: torch.fx.GraphModule) -> PassResult:
         modified = False
         for node in list(graph_module.graph.nodes):

@@ -37,11 +37,11 @@ import math
 
 import torch
 from executorch.backends.transforms.utils import create_constant_placeholder
-from torch.export import ExportedProgram
 from torch.export.graph_signature import InputKind
-from torch.fx.passes.infra.pass_base import PassBase, PassResult
+from torch.fx.passes.infra.pass_base import PassResult
 
 from audiodeploy.lowering.passes._graph import (
+    ExportedProgramPass,
     argument,
     insert_op,
     is_static,
@@ -54,11 +54,7 @@ from audiodeploy.lowering.passes._graph import (
 aten = torch.ops.aten
 
 
-class MeanAsXnnpackReductionPass(PassBase):
-    def __init__(self, exported_program: ExportedProgram) -> None:
-        super().__init__()
-        self.exported_program = exported_program
-
+class MeanAsXnnpackReductionPass(ExportedProgramPass):
     def call(self, graph_module: torch.fx.GraphModule) -> PassResult:
         graph = graph_module.graph
         modified = False

@@ -31,10 +31,9 @@ nothing on a program whose reshapes all take integer sizes and that has no
 from __future__ import annotations
 
 import torch
-from torch.export import ExportedProgram
-from torch.fx.passes.infra.pass_base import PassBase, PassResult
+from torch.fx.passes.infra.pass_base import PassResult
 
-from audiodeploy.lowering.passes._graph import insert_reshape, replace_node, rewrite_done, static_view_sizes, value
+from audiodeploy.lowering.passes._graph import ExportedProgramPass, insert_reshape, replace_node, rewrite_done, static_view_sizes, value
 
 aten = torch.ops.aten
 
@@ -47,11 +46,7 @@ _RESHAPES = _VIEWS | {
 }
 
 
-class StaticReshapePass(PassBase):
-    def __init__(self, exported_program: ExportedProgram) -> None:
-        super().__init__()
-        self.exported_program = exported_program
-
+class StaticReshapePass(ExportedProgramPass):
     def call(self, graph_module: torch.fx.GraphModule) -> PassResult:
         graph = graph_module.graph
         modified = False

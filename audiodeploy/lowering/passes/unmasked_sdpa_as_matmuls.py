@@ -26,19 +26,14 @@ from __future__ import annotations
 import math
 
 import torch
-from torch.export import ExportedProgram
-from torch.fx.passes.infra.pass_base import PassBase, PassResult
+from torch.fx.passes.infra.pass_base import PassResult
 
-from audiodeploy.lowering.passes._graph import argument, insert_op, is_static, replace_node, rewrite_done, value
+from audiodeploy.lowering.passes._graph import ExportedProgramPass, argument, insert_op, is_static, replace_node, rewrite_done, value
 
 aten = torch.ops.aten
 
 
-class UnmaskedSdpaAsMatmulsPass(PassBase):
-    def __init__(self, exported_program: ExportedProgram) -> None:
-        super().__init__()
-        self.exported_program = exported_program
-
+class UnmaskedSdpaAsMatmulsPass(ExportedProgramPass):
     def call(self, graph_module: torch.fx.GraphModule) -> PassResult:
         graph = graph_module.graph
         modified = False

@@ -24,8 +24,9 @@ from __future__ import annotations
 import operator
 
 import torch
-from torch.export import ExportedProgram
-from torch.fx.passes.infra.pass_base import PassBase, PassResult
+from torch.fx.passes.infra.pass_base import PassResult
+
+from audiodeploy.lowering.passes._graph import ExportedProgramPass
 
 aten = torch.ops.aten
 
@@ -67,11 +68,7 @@ def _split_dim(node: torch.fx.Node, rank: int) -> int:
     return dim % rank
 
 
-class UnpackSplitOfCatPass(PassBase):
-    def __init__(self, exported_program: ExportedProgram) -> None:
-        super().__init__()
-        self.exported_program = exported_program
-
+class UnpackSplitOfCatPass(ExportedProgramPass):
     def call(self, graph_module: torch.fx.GraphModule) -> PassResult:
         rewired = 0
         for node in list(graph_module.graph.nodes):
