@@ -188,7 +188,7 @@ def _recipe_cases(request: BenchRequest, transport, threads: int | None, log: Lo
         return target, [r for r in cases[0].runtimes], cases
     for name in names:
         if name in ("audiodeploy", "stock"):
-            log(f"lowering {name} ({'computed weights folded' if name == 'audiodeploy' else 'stock ExecuTorch'}); large models take minutes")
+            log(f"lowering {name} ({'computed weights folded, graph rewritten for XNNPACK' if name == 'audiodeploy' else 'stock ExecuTorch'}); large models take minutes")
             runtimes.append(lower_module(name, module, built.example_inputs, built.dynamic_shapes, fold=name == "audiodeploy"))
         elif name == "eager":
             runtimes.append(EagerRuntime(module))

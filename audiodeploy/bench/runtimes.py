@@ -30,7 +30,7 @@ COMPARABLE = ("stock", "eager", "onnxruntime")
 """What ``--compare`` accepts, in the order results list them (after ``audiodeploy``)."""
 
 LABELS = {
-    "audiodeploy": "audiodeploy (ExecuTorch + XNNPACK, computed weights folded)",
+    "audiodeploy": "audiodeploy (ExecuTorch + XNNPACK, computed weights folded, graph rewritten for XNNPACK)",
     "pte": "ExecuTorch + XNNPACK (given .pte)",
     "stock": "stock ExecuTorch lowering",
     "eager": "eager PyTorch",

@@ -11,18 +11,22 @@ from torch.export import ExportedProgram
 from audiodeploy.lowering.passes.attention_heads_as_batch import AttentionHeadsAsBatchPass
 from audiodeploy.lowering.passes.conv_tail_slice_as_padding import ConvTailSliceAsPaddingPass
 from audiodeploy.lowering.passes.decompose_normalization import DecomposeNormalizationPass
-from audiodeploy.lowering.passes.mean_as_xnnpack_reduction import MeanAsXnnpackReductionPass
+from audiodeploy.lowering.passes.length_only_values_as_constants import LengthOnlyValuesAsConstantsPass
+from audiodeploy.lowering.passes.sum_and_mean_as_xnnpack_reductions import SumAndMeanAsXnnpackReductionsPass
+from audiodeploy.lowering.passes.split_as_linears import SplitAsLinearsPass
 from audiodeploy.lowering.passes.static_reshape import StaticReshapePass
 from audiodeploy.lowering.passes.unmasked_sdpa_as_matmuls import UnmaskedSdpaAsMatmulsPass
 from audiodeploy.lowering.passes.unpack_split_of_cat import UnpackSplitOfCatPass
 
 XNNPACK_REWRITES = (
+    LengthOnlyValuesAsConstantsPass,  # first: what it replaces may hold reshapes the others would rewrite
     UnpackSplitOfCatPass,  # a packed bias split across GEMMs is computed; its pieces are not
+    SplitAsLinearsPass,  # after it: a packed bias is unpacked where the linears are separate already
     DecomposeNormalizationPass,  # emits means, reshapes
     UnmaskedSdpaAsMatmulsPass,  # emits 4-D matmuls
     AttentionHeadsAsBatchPass,  # emits reshapes
     ConvTailSliceAsPaddingPass,
-    MeanAsXnnpackReductionPass,  # emits reshapes
+    SumAndMeanAsXnnpackReductionsPass,  # emits reshapes
     StaticReshapePass,  # last: every reshape the others left or emitted
 )
 

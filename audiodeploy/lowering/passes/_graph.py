@@ -8,13 +8,16 @@ tensors, symbolic sizes included) so that the next pass can read shapes, and the
 
 from __future__ import annotations
 
+import operator
 from typing import Any, Sequence
 
 import torch
+from executorch.backends.transforms.utils import create_constant_placeholder
 from torch._dispatch.python import enable_python_dispatcher
 from torch._guards import detect_fake_mode
 from torch.fx.experimental.symbolic_shapes import free_symbols
 from torch.export import ExportedProgram
+from torch.export.graph_signature import InputKind
 from torch.utils import _pytree as pytree
 from torch.fx.passes.infra.pass_base import PassBase
 
@@ -61,6 +64,8 @@ def fake_value(target: torch._ops.OpOverload, args: tuple[Any, ...], kwargs: dic
     """The value ``target`` gives on the fake values of its argument nodes."""
     args, kwargs = torch.fx.map_arg((args, kwargs), lambda n: n.meta["val"])
     mode = detect_fake_mode(pytree.tree_leaves((args, kwargs)))
+    if mode is None:  # integer math on sizes: symbolic sizes compute themselves
+        return target(*args, **kwargs)
     env = mode.shape_env
     known = dict(env.replacements) if env is not None else {}
     # The Python meta kernels, as torch.export traces with: some C++ ones (constant_pad_nd)
@@ -114,6 +119,66 @@ def replace_input(ep: ExportedProgram, user: torch.fx.Node, node: torch.fx.Node,
     user.replace_input_with(node, replacement)
     if user.op == "output":
         ep.graph_signature.replace_all_uses(node.name, replacement.name)
+
+
+def add_constant(ep: ExportedProgram, graph: torch.fx.Graph, name: str, data: torch.Tensor) -> torch.fx.Node:
+    """A new lifted constant holding a copy of ``data``, named ``name`` (with a suffix if taken), before the user inputs.
+
+    The copy is contiguous and owns its storage: XNNPACK serializes a constant that is a
+    view with the bytes of its whole base tensor.
+
+    One per use, not one shared between rewrites: 1.5.1's ``to_backend`` cannot give
+    a lifted constant to two delegates (``to_executorch`` then fails with "is not a
+    buffer"); the program stores identical bytes once anyway.
+    """
+    taken = {n.name for n in graph.nodes}
+    unique, index = name, 0
+    while unique in taken:
+        index += 1
+        unique = f"{name}_{index}"
+    placeholders = [n for n in graph.nodes if n.op == "placeholder"]
+    first_input = next(
+        n for n, spec in zip(placeholders, ep.graph_signature.input_specs) if spec.kind == InputKind.USER_INPUT
+    )
+    with graph.inserting_before(first_input):
+        return create_constant_placeholder(
+            ep, graph, unique, InputKind.CONSTANT_TENSOR, data.detach().contiguous().clone()
+        )
+
+
+def external_data_tag(node: torch.fx.Node) -> str | None:
+    """The ``.ptd`` file a parameter is tagged to be stored in, if any."""
+    custom = node.meta.get("custom") or {}
+    return custom.get("delegate_constant_tag") or node.meta.get("constant_tag")
+
+
+_SYMBOLIC_INT_OPS = {operator.add, operator.sub, operator.mul, operator.floordiv, operator.mod, operator.neg}
+
+
+def is_pure(target: object) -> bool:
+    """An op without side effects whose result depends on its arguments alone (no mutation, no randomness)."""
+    if isinstance(target, torch._ops.OpOverload):
+        return not target._schema.is_mutable and torch.Tag.nondeterministic_seeded not in target.tags
+    return target is operator.getitem or target in _SYMBOLIC_INT_OPS
+
+
+def constant_sources(ep: ExportedProgram) -> dict[torch.fx.Node, torch.Tensor]:
+    """The placeholders holding parameters, unmutated buffers and constants, with their values.
+
+    Parameters tagged for a ``.ptd`` file are left out: a rewrite must not copy them into the program.
+    """
+    signature = ep.graph_signature
+    mutated = set(signature.buffers_to_mutate.values())
+    placeholders = [n for n in ep.graph.nodes if n.op == "placeholder"]
+    values: dict[torch.fx.Node, torch.Tensor] = {}
+    for node, spec in zip(placeholders, signature.input_specs):
+        if external_data_tag(node) is not None:
+            continue
+        if spec.kind in (InputKind.PARAMETER, InputKind.BUFFER) and spec.target not in mutated:
+            values[node] = ep.state_dict[spec.target] if spec.target in ep.state_dict else ep.constants[spec.target]
+        elif spec.kind == InputKind.CONSTANT_TENSOR:
+            values[node] = ep.constants[spec.target]
+    return values
 
 
 def rewrite_done(ep: ExportedProgram) -> None:

@@ -5,7 +5,7 @@ ExecuTorch 1.5.1's XNNPACK partitioner has no config for ``native_layer_norm``,
 the delegate around it (wav2vec2-base: 25 layer norms, one group norm, and the
 waveform's variance). This pass writes them with the statistics spelled out, in
 ops XNNPACK delegates (``mean`` is made delegable by
-:mod:`~audiodeploy.lowering.passes.mean_as_xnnpack_reduction`)::
+:mod:`~audiodeploy.lowering.passes.sum_and_mean_as_xnnpack_reductions`)::
 
     before
 

@@ -56,6 +56,8 @@ from torch.export.graph_signature import (
     TensorArgument,
 )
 
+from audiodeploy.lowering.passes._graph import external_data_tag, is_pure
+
 aten = torch.ops.aten
 
 # GEMM op packet -> {argument index: slot name} of the arguments XNNPACK needs static.
@@ -143,19 +145,6 @@ def _nbytes(node: torch.fx.Node) -> int:
     return int(val.numel()) * val.element_size()
 
 
-def _external_tag(node: torch.fx.Node) -> str | None:
-    custom = node.meta.get("custom") or {}
-    return custom.get("delegate_constant_tag") or node.meta.get("constant_tag")
-
-
-def _is_pure(target: object) -> bool:
-    if isinstance(target, torch._ops.OpOverload):
-        return not target._schema.is_mutable and torch.Tag.nondeterministic_seeded not in target.tags
-    import operator
-
-    return target is operator.getitem
-
-
 class _Reject(Exception):
     pass
 
@@ -200,7 +189,7 @@ def _collect(
                 raise _Reject(f"it reads buffer `{ep.graph_signature.inputs_to_buffers[node.name]}`, which this method mutates")
             sources.add(node)
             continue
-        if node.op != "call_function" or not _is_pure(node.target):
+        if node.op != "call_function" or not is_pure(node.target):
             raise _Reject(f"`{node.name}` ({node.target}) is not a pure function of its inputs")
         computation.add(node)
         stack.extend(node.all_input_nodes)
@@ -257,7 +246,7 @@ def plan_folds(ep: ExportedProgram) -> FoldPlan:
         try:
             computation, sources = _collect(ep, list(roots), mutated)
             for source in sources:
-                tag = _external_tag(source)
+                tag = external_data_tag(source)
                 if tag:
                     raise _Reject(f"source `{source.name}` is tagged for external data `{tag}`")
             _check_exclusive(gemm, roots, computation, sources)

@@ -19,8 +19,10 @@ delegate. XNNPACK's static reshape infers one size at run time: this pass rewrit
 ``view``, ``reshape``, ``_unsafe_view``, ``unsqueeze`` and ``squeeze`` whose output
 has at most one size that depends on the input length as a ``view`` (after a
 contiguous ``clone`` when the input is not contiguous) with every fixed size
-written out and ``-1`` for the dynamic one. The output shape is unchanged; the
-``sym_size`` reads that only fed reshapes disappear.
+written out and ``-1`` for the dynamic one, and drops a reshape to the shape its
+input already has (e.g. WavLM's ``view(bias, [-1, n, n])`` of an ``[H, n, n]``
+bias, which no single inferred size could express). The output shape is unchanged;
+the ``sym_size`` reads that only fed reshapes disappear.
 
 The pass leaves a reshape as it is when its output has two or more sizes that
 depend on the input length (no single inferred size can express it), and does
@@ -55,6 +57,10 @@ class StaticReshapePass(ExportedProgramPass):
                 continue
             source, out = value(node.args[0]), value(node)
             if source is None or out is None:
+                continue
+            if list(source.shape) == list(out.shape):
+                replace_node(self.exported_program, node, node.args[0])  # a reshape to the same shape
+                modified = True
                 continue
             is_view = node.target in _VIEWS
             if is_view and all(isinstance(s, int) for s in node.args[1]):

@@ -66,3 +66,21 @@ def test_does_nothing_on_static_reshapes_or_two_symbolic_sizes():
         Flatten(), (torch.randn(3, 20, 4, 4),), dynamic_shapes=({0: Dim("batch", max=8), 1: FRAMES},)
     )
     assert not StaticReshapePass(both)(both.graph_module).modified
+
+
+class ReshapeToOwnShape(torch.nn.Module):
+    """WavLM's view(bias, [-1, T, T]) of an [H, T, T] bias: two sizes from the length, the same shape."""
+
+    def forward(self, x):  # x [H, T, T]
+        return x.view(-1, x.shape[1], x.shape[2]) * 2.0
+
+
+def test_fp32_reshape_to_the_same_shape_is_dropped():
+    square = Dim("square", min=4, max=32)
+    report = lower_and_compare(
+        ReshapeToOwnShape(),
+        (torch.randn(2, 10, 10),),
+        dynamic_shapes=({1: square, 2: square},),
+        also_run=[(torch.randn(2, 32, 32),)],
+    )
+    assert (report.delegates, report.ops_outside_delegates) == (1, {})

@@ -1,11 +1,11 @@
-"""Means over the last dimensions, as a linear (fixed count) or global average pooling (dynamic count)."""
+"""Means and sums over the last dimensions, as a linear (fixed count) or global average pooling (dynamic count)."""
 
 from __future__ import annotations
 
 import torch
 from torch.export import Dim
 
-from audiodeploy.lowering.passes.mean_as_xnnpack_reduction import MeanAsXnnpackReductionPass
+from audiodeploy.lowering.passes.sum_and_mean_as_xnnpack_reductions import SumAndMeanAsXnnpackReductionsPass
 from tests.pipeline import export_aten, lower_and_compare
 
 FRAMES = Dim("frames", min=8, max=64)
@@ -40,7 +40,7 @@ def test_fp32_mean_over_fixed_channels_with_dynamic_length_is_one_delegate():
         CenterChannels(), (x,), dynamic_shapes=({1: FRAMES},), also_run=[(torch.randn(1, 64, 32),)]
     )
     assert (report.delegates, report.ops_outside_delegates) == (1, {})
-    assert report.rewrites == ("MeanAsXnnpackReductionPass",)
+    assert report.rewrites == ("SumAndMeanAsXnnpackReductionsPass",)
 
 
 def test_fp32_mean_over_dynamic_length_is_one_delegate():
@@ -63,6 +63,32 @@ def test_fp32_mean_over_two_trailing_dims_without_keepdim_is_one_delegate():
     assert (report.delegates, report.ops_outside_delegates) == (1, {})
 
 
+class GroupSum(torch.nn.Module):
+    """WavLM's gate: [1, H, T, 8] viewed as [1, H, T, 2, 4] and summed over the groups of four."""
+
+    def forward(self, x):
+        return torch.sigmoid(x.view(1, 2, x.shape[2], 2, 4).sum(-1))
+
+
+class SumOverTime(torch.nn.Module):
+    def forward(self, x):
+        return x - x.sum(dim=-1, keepdim=True)
+
+
+def test_fp32_sum_over_fixed_groups_is_one_delegate():
+    stock = lower_and_compare(GroupSum(), (torch.randn(1, 2, 20, 8),), rewrite=False, dynamic_shapes=({2: FRAMES},))
+    assert stock.ops_outside_delegates.get("aten.sum") == 1
+    report = lower_and_compare(
+        GroupSum(), (torch.randn(1, 2, 20, 8),), dynamic_shapes=({2: FRAMES},), also_run=[(torch.randn(1, 2, 64, 8),)]
+    )
+    assert (report.delegates, report.ops_outside_delegates) == (1, {})
+
+
+def test_sum_over_dynamic_length_has_no_pooling_form():
+    ep = export_aten(SumOverTime(), (torch.randn(1, 4, 20),), dynamic_shapes=({2: FRAMES},))
+    assert not SumAndMeanAsXnnpackReductionsPass(ep)(ep.graph_module).modified
+
+
 class SpatialMean(torch.nn.Module):
     def forward(self, x):
         return x.mean(dim=(2, 3), keepdim=True)
@@ -76,7 +102,7 @@ class MeanOverChannels(torch.nn.Module):
 def test_does_nothing_on_global_average_pooling_or_leading_dims():
     for module, x in ((SpatialMean(), torch.randn(1, 4, 5, 6)), (MeanOverChannels(), torch.randn(2, 4, 5))):
         ep = export_aten(module, (x,))
-        assert not MeanAsXnnpackReductionPass(ep)(ep.graph_module).modified, module
+        assert not SumAndMeanAsXnnpackReductionsPass(ep)(ep.graph_module).modified, module
 
 
 class NormsAroundUndelegatedOp(torch.nn.Module):

@@ -1,47 +1,47 @@
-"""Write a mean over the last dimensions as a reduction XNNPACK delegates.
+"""Write a mean or a sum over the last dimensions as a reduction XNNPACK delegates.
 
 ExecuTorch 1.5.1 delegates ``mean.dim`` only as XNNPACK's global average
-pooling: a 4-D input averaged over dims 2 and 3 with ``keepdim=True``. Layer
-norm's mean over the channels of ``[1, T, C]``, or a waveform's mean over its
-samples, stays on the portable kernels. This pass rewrites a mean over the
-trailing dimensions in one of two delegated forms, depending on whether the
-number of averaged elements ``K`` is fixed::
+pooling (a 4-D input averaged over dims 2 and 3 with ``keepdim=True``), and
+``sum`` not at all. Layer norm's mean over the channels of ``[1, T, C]``, a
+waveform's mean over its samples, or WavLM's gate summing groups of four
+projections stay on the portable kernels. This pass rewrites a mean or sum over
+the trailing dimensions in a delegated form, depending on whether the number of
+reduced elements ``K`` is fixed::
 
     before
 
-    x [.., K] ── mean(-1, keepdim) ── [.., 1]
+    x [.., K] ── mean(-1, keepdim) ── [.., 1]            (or sum)
 
-    after, K fixed (layer norm over channels)
+    after, K fixed (layer norm over channels, WavLM's gate)
 
-    x [.., K] ── linear(W) ── [.., 1]                    W: a [1, K] constant filled with 1/K
+    x [.., K] ── linear(W) ── [.., 1]                    W: a [1, K] constant filled with 1/K (a sum: with 1)
 
-    after, K depends on the input length (a waveform's samples, group norm over time)
+    after, K depends on the input length (a mean only: a waveform's samples, group norm over time)
 
     x [.., K] ── view [1, P, -1, 1] ── mean([2, 3], keepdim) ── view [.., 1]
 
 The linear form needs no layout change; its weight is a lifted constant (one per
-mean; the program stores identical bytes once). The pooling form needs the leading
+reduction; the program stores identical bytes once). The pooling form needs the leading
 dimensions (``P`` elements) to be fixed so that each reshape has at most one
 inferred size; XNNPACK transposes the pooling input to channels-last.
 
-The pass leaves a mean as it is, and does nothing on a program without one, when
+The pass leaves a reduction as it is, and does nothing on a program without one, when
 it is already a 4-D mean over dims 2 and 3, when it does not reduce the trailing
-dimensions, when it converts the dtype or the input is not float32, or when the
-dimensions kept depend on the input length in a way a single inferred reshape
-size cannot express.
+dimensions, when it converts the dtype or the input is not float32, when it is a
+sum over a number of elements that depends on the input length (a sum has no
+pooling form), or when the dimensions kept depend on the input length in a way a
+single inferred reshape size cannot express.
 """
-
 from __future__ import annotations
 
 import math
 
 import torch
-from executorch.backends.transforms.utils import create_constant_placeholder
-from torch.export.graph_signature import InputKind
 from torch.fx.passes.infra.pass_base import PassResult
 
 from audiodeploy.lowering.passes._graph import (
     ExportedProgramPass,
+    add_constant,
     argument,
     insert_op,
     is_static,
@@ -54,12 +54,15 @@ from audiodeploy.lowering.passes._graph import (
 aten = torch.ops.aten
 
 
-class MeanAsXnnpackReductionPass(ExportedProgramPass):
+_REDUCTIONS = {aten.mean.dim, aten.sum.dim_IntList}
+
+
+class SumAndMeanAsXnnpackReductionsPass(ExportedProgramPass):
     def call(self, graph_module: torch.fx.GraphModule) -> PassResult:
         graph = graph_module.graph
         modified = False
         for node in list(graph.nodes):
-            if node.op != "call_function" or node.target != aten.mean.dim:
+            if node.op != "call_function" or node.target not in _REDUCTIONS:
                 continue
             replacement = self._rewrite(graph, node)
             if replacement is not None:
@@ -78,7 +81,8 @@ class MeanAsXnnpackReductionPass(ExportedProgramPass):
         dims = argument(node, 1, "dim")
         dims = sorted(d % rank for d in (range(rank) if not dims else dims))
         keepdim = bool(argument(node, 2, "keepdim", False))
-        if rank == 4 and dims == [2, 3] and keepdim:
+        is_mean = node.target == aten.mean.dim
+        if is_mean and rank == 4 and dims == [2, 3] and keepdim:
             return None  # already XNNPACK's global average pooling
         if dims != list(range(rank - len(dims), rank)):
             return None
@@ -89,7 +93,10 @@ class MeanAsXnnpackReductionPass(ExportedProgramPass):
             return None
         with graph.inserting_before(node):
             if is_static(count):
-                reduced = self._as_linear(graph, node, x, lead, int(count), len(dims))
+                weight = 1.0 / int(count) if is_mean else 1.0
+                reduced = self._as_linear(graph, node, x, lead, int(count), len(dims), weight)
+            elif not is_mean:
+                return None
             else:
                 reduced = self._as_pooling(graph, node, x, lead)
             if reduced is None:
@@ -98,14 +105,14 @@ class MeanAsXnnpackReductionPass(ExportedProgramPass):
                 reduced = insert_op(graph, aten.view.default, (reduced, out_sizes), origin=node)
         return reduced
 
-    def _as_linear(self, graph, node, x, lead, count: int, reduced_dims: int) -> torch.fx.Node | None:
+    def _as_linear(self, graph, node, x, lead, count: int, reduced_dims: int, weight: float) -> torch.fx.Node | None:
         if reduced_dims > 1:
             sizes = static_view_sizes(lead + [count])
             if sizes is None:
                 return None
             x = insert_op(graph, aten.view.default, (x, sizes), origin=node)
-        weight = self._mean_weight(graph, count)
-        return insert_op(graph, aten.linear.default, (x, weight), origin=node)
+        weights = add_constant(self.exported_program, graph, f"reduction_weight_{count}", torch.full((1, count), weight))
+        return insert_op(graph, aten.linear.default, (x, weights), origin=node)
 
     def _as_pooling(self, graph, node, x, lead) -> torch.fx.Node | None:
         planes = math.prod(lead)
@@ -113,32 +120,3 @@ class MeanAsXnnpackReductionPass(ExportedProgramPass):
             return None
         x = insert_op(graph, aten.view.default, (x, [1, int(planes), -1, 1]), origin=node)
         return insert_op(graph, aten.mean.dim, (x, [2, 3], True), origin=node)
-
-    def _mean_weight(self, graph: torch.fx.Graph, count: int) -> torch.fx.Node:
-        """A new ``[1, count]`` constant filled with ``1 / count``.
-
-        One per mean, not one shared: 1.5.1's ``to_backend`` cannot give a lifted
-        constant to two delegates (``to_executorch`` then fails with "is not a
-        buffer"); the program stores identical bytes once anyway.
-        """
-        taken = {n.name for n in graph.nodes}
-        name = f"mean_weight_{count}"
-        index = 0
-        while name in taken:
-            index += 1
-            name = f"mean_weight_{count}_{index}"
-        first_input = next(
-            n
-            for n, spec in zip(
-                (n for n in graph.nodes if n.op == "placeholder"), self.exported_program.graph_signature.input_specs
-            )
-            if spec.kind == InputKind.USER_INPUT
-        )
-        with graph.inserting_before(first_input):
-            return create_constant_placeholder(
-                self.exported_program,
-                graph,
-                name,
-                InputKind.CONSTANT_TENSOR,
-                torch.full((1, count), 1.0 / count),
-            )

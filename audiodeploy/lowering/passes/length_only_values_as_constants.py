@@ -1,0 +1,278 @@
+"""Store a value that depends on the input only through its length as a constant cut to that length.
+
+Some models compute a tensor from the input's *length* alone, and compute it on
+every call: WavLM's relative-position bias is ``arange``, ``abs``, ``where``,
+``log`` and an ``embedding`` lookup on a ``[T, T]`` grid of positions. Those are
+integer ops that ExecuTorch 1.5.1's XNNPACK partitioner declines, so they run on
+the portable kernels and cut the delegate wherever the value is used. When the
+value for every length ``T`` of the exported range is the leading corner of its
+value for the longest length, this pass computes it once, for the longest
+length, and keeps only a slice per dynamic dimension::
+
+    before                                           after
+
+    n = sym_size(x, 1)                               n = (sym_size(waveform, 1) - b) // a     (host integer math)
+    arange(n) ─┐                                     bias [H, Tmax, Tmax] (constant)
+    arange(n) ─┴─ sub ── abs ── ... ── embedding ──  ── slice(1, 0, n) ── slice(2, 0, n) ── mul ──
+        ── permute ── view [H, n, n] ── mul ──
+
+The length is read from the program's user input rather than from the tensor the
+original computation read it from, so that the slices run before the first
+delegate instead of between two of them. The slices are copies at the delegate's
+edge; the computation they replace is gone.
+
+The replacement is checked, not assumed: the pass evaluates the original
+computation for every length in the exported range and requires it to equal the
+corner of the longest length's value exactly (``torch.equal``). It leaves the
+computation as it is, and does nothing on a program without one, when
+
+- the value does not depend on a symbolic size (a computation on parameters
+  alone is the GEMM-weight fold's business, with its own rules);
+- it depends on more than one symbol, on a symbol without an upper bound, or on
+  anything but parameters, unmutated buffers, constants and sizes;
+- an op in it is impure or nondeterministic;
+- its size at the longest length exceeds :data:`MAX_CONSTANT_BYTES` (a range long
+  enough for that costs more program size than the computation costs time);
+- a dynamic size is not a whole multiple of the symbol plus a constant, or no user
+  input's size is one that the length can be computed from;
+- any length in the range gives a value that is not the corner of the longest one.
+"""
+
+from __future__ import annotations
+
+import logging
+import operator
+from dataclasses import dataclass
+from typing import Any, Iterator
+
+import sympy
+import torch
+from torch.export.graph_signature import InputKind
+from torch.fx.passes.infra.pass_base import PassResult
+
+from audiodeploy.lowering.passes._graph import (
+    ExportedProgramPass,
+    add_constant,
+    constant_sources,
+    insert_op,
+    is_pure,
+    replace_node,
+    rewrite_done,
+)
+
+aten = torch.ops.aten
+log = logging.getLogger(__name__)
+
+MAX_CONSTANT_BYTES = 64 * 2**20
+"""Largest constant the pass stores: 64 MiB, e.g. WavLM large's bias (16 heads) up to about 20 s of audio."""
+
+_SIDE_EFFECT_CHECKS = {aten._assert_tensor_metadata.default, aten._assert_scalar.default, aten.sym_constrain_range_for_size.default}
+
+
+@dataclass(frozen=True)
+class _LinearSize:
+    """A size ``scale * symbol + offset``."""
+
+    scale: int
+    offset: int
+
+    @classmethod
+    def of(cls, size: int | torch.SymInt, symbol: sympy.Symbol) -> _LinearSize | None:
+        expr = sympy.sympify(size.node.expr if isinstance(size, torch.SymInt) else size)
+        if expr.free_symbols - {symbol}:
+            return None
+        poly = sympy.Poly(expr, symbol)
+        if poly.degree() > 1 or not all(c.is_integer for c in poly.all_coeffs()):
+            return None
+        scale, offset = (poly.all_coeffs() if poly.degree() == 1 else [0, poly.all_coeffs()[0]])
+        return cls(int(scale), int(offset))
+
+    def at(self, symbol_value: int) -> int:
+        return self.scale * symbol_value + self.offset
+
+
+class LengthOnlyValuesAsConstantsPass(ExportedProgramPass):
+    def call(self, graph_module: torch.fx.GraphModule) -> PassResult:
+        ep = self.exported_program
+        graph = graph_module.graph
+        sources = constant_sources(ep)
+        length_only = self._length_only_nodes(sources)
+        modified = False
+        # Downstream first: a value computed from another one that is also read elsewhere is
+        # evaluated from its own sources before that one is replaced.
+        frontier = [n for n in graph.nodes if n in length_only and self._is_frontier(n, length_only)]
+        for node in reversed(frontier):
+            reason = self._rewrite(graph, node, length_only, sources)
+            if reason is None:
+                modified = True
+            else:
+                log.debug("%s left as computed: %s", node.name, reason)
+        if modified:
+            _erase_orphaned_checks(graph)
+            rewrite_done(ep)
+        return PassResult(graph_module, modified)
+
+    # -- which nodes depend on the length only ------------------------------------------------------
+
+    def _length_only_nodes(self, sources: dict[torch.fx.Node, torch.Tensor]) -> set[torch.fx.Node]:
+        """Nodes computed from sources and sizes alone (sizes themselves included)."""
+        length_only: set[torch.fx.Node] = set(sources)
+        for node in self.exported_program.graph.nodes:
+            if node.op != "call_function" or node.target in _SIDE_EFFECT_CHECKS:
+                continue
+            if node.target == aten.sym_size.int:
+                length_only.add(node)
+            elif is_pure(node.target) and all(n in length_only for n in node.all_input_nodes):
+                length_only.add(node)
+        return length_only
+
+    @staticmethod
+    def _is_frontier(node: torch.fx.Node, length_only: set[torch.fx.Node]) -> bool:
+        """A length-only tensor computed here (not a source or a size) that something else reads."""
+        if node.op != "call_function" or not isinstance(node.meta.get("val"), torch.Tensor):
+            return False
+        return any(u not in length_only and u.target not in _SIDE_EFFECT_CHECKS for u in node.users)
+
+    # -- the rewrite ----------------------------------------------------------------------------------
+
+    def _rewrite(
+        self,
+        graph: torch.fx.Graph,
+        node: torch.fx.Node,
+        length_only: set[torch.fx.Node],
+        sources: dict[torch.fx.Node, torch.Tensor],
+    ) -> str | None:
+        """Replace ``node`` by a sliced constant; ``None`` when done, else why not."""
+        ep = self.exported_program
+        value: torch.Tensor = node.meta["val"]
+        computation = _computation(node, length_only)
+        symbols = set().union(*(_free_symbols(n.meta.get("val")) for n in computation))
+        if not symbols:
+            return "depends on no symbolic size"
+        if len(symbols) > 1:
+            return f"depends on {len(symbols)} symbols"
+        (symbol,) = symbols
+        bounds = ep.range_constraints.get(symbol)
+        if bounds is None or not isinstance(bounds.upper, sympy.Integer) or not isinstance(bounds.lower, sympy.Integer):
+            return f"{symbol} has no finite range"
+        lower, upper = int(bounds.lower), int(bounds.upper)
+        dims = [(d, _LinearSize.of(size, symbol)) for d, size in enumerate(value.shape)]
+        if any(size is None for _, size in dims):
+            return "a size is not a multiple of the length plus a constant"
+        dynamic = [(d, size) for d, size in dims if size.scale != 0]
+        length_input = self._length_input(symbol)
+        if length_input is None:
+            return f"no user input has a size from which {symbol} can be computed"
+        largest = _evaluate(computation, node, sources, symbol, upper)
+        if largest.numel() * largest.element_size() > MAX_CONSTANT_BYTES:
+            return f"{largest.numel() * largest.element_size() / 2**20:.0f} MiB at the longest length, over the limit"
+        for symbol_value in range(lower, upper):
+            corner = largest[tuple(slice(0, size.at(symbol_value)) for _, size in dims)]
+            if not torch.equal(_evaluate(computation, node, sources, symbol, symbol_value), corner):
+                return f"its value at {symbol} = {symbol_value} is not the corner of its value at {upper}"
+
+        constant = add_constant(ep, graph, f"{node.name}_at_longest", largest)
+        first_op = next(n for n in graph.nodes if n.op != "placeholder")
+        with graph.inserting_before(first_op):
+            symbol_node = self._symbol_from_input(graph, length_input, symbol, origin=node)
+            cut, ends = constant, {}
+            for d, size in dynamic:
+                if size not in ends:
+                    ends[size] = _linear_size_node(graph, symbol_node, size, origin=node)
+                cut = insert_op(graph, aten.slice.Tensor, (cut, d, 0, ends[size]), origin=node)
+        replace_node(ep, node, cut)
+        return None
+
+    def _length_input(self, symbol: sympy.Symbol) -> tuple[torch.fx.Node, int, _LinearSize] | None:
+        """A user input with a size ``scale * symbol + offset``: (placeholder, dimension, that size)."""
+        ep = self.exported_program
+        placeholders = [n for n in ep.graph.nodes if n.op == "placeholder"]
+        for node, spec in zip(placeholders, ep.graph_signature.input_specs):
+            val = node.meta.get("val")
+            if spec.kind != InputKind.USER_INPUT or not isinstance(val, torch.Tensor):
+                continue
+            for d, size in enumerate(val.shape):
+                linear = _LinearSize.of(size, symbol)
+                if linear is not None and linear.scale > 0:
+                    return node, d, linear
+        return None
+
+    @staticmethod
+    def _symbol_from_input(
+        graph: torch.fx.Graph, length_input: tuple[torch.fx.Node, int, _LinearSize], symbol: sympy.Symbol, *, origin
+    ) -> torch.fx.Node:
+        """Nodes computing ``symbol`` from the input's size: ``(size - offset) // scale``."""
+        node, dim, size = length_input
+        read = insert_op(graph, aten.sym_size.int, (node, dim), origin=origin)
+        if size.offset:
+            read = insert_op(graph, operator.sub, (read, size.offset), origin=origin)
+        if size.scale != 1:
+            read = insert_op(graph, operator.floordiv, (read, size.scale), origin=origin)
+        return read
+
+
+def _linear_size_node(graph: torch.fx.Graph, symbol_node: torch.fx.Node, size: _LinearSize, *, origin) -> torch.fx.Node:
+    node = symbol_node
+    if size.scale != 1:
+        node = insert_op(graph, operator.mul, (node, size.scale), origin=origin)
+    if size.offset:
+        node = insert_op(graph, operator.add, (node, size.offset), origin=origin)
+    return node
+
+
+def _free_symbols(val: Any) -> set[sympy.Symbol]:
+    sizes: Iterator[Any] = iter(val.shape) if isinstance(val, torch.Tensor) else iter([val])
+    return {s for size in sizes if isinstance(size, torch.SymInt) for s in size.node.expr.free_symbols}
+
+
+def _computation(node: torch.fx.Node, length_only: set[torch.fx.Node]) -> list[torch.fx.Node]:
+    """``node`` and the length-only nodes it is computed from, in graph order."""
+    seen: set[torch.fx.Node] = set()
+    stack = [node]
+    while stack:
+        current = stack.pop()
+        if current in seen:
+            continue
+        seen.add(current)
+        stack.extend(n for n in current.all_input_nodes if n in length_only)
+    return [n for n in node.graph.nodes if n in seen]
+
+
+@torch.no_grad()
+def _evaluate(
+    computation: list[torch.fx.Node],
+    node: torch.fx.Node,
+    sources: dict[torch.fx.Node, torch.Tensor],
+    symbol: sympy.Symbol,
+    symbol_value: int,
+) -> torch.Tensor:
+    """The real value of ``node`` when ``symbol`` is ``symbol_value``."""
+    env: dict[torch.fx.Node, Any] = {}
+    for current in computation:
+        if current in sources:
+            env[current] = sources[current]
+        elif current.target == aten.sym_size.int:
+            env[current] = int(current.meta["val"].node.expr.subs(symbol, symbol_value))
+        else:
+            args, kwargs = torch.fx.map_arg((current.args, current.kwargs), lambda n: env[n])
+            env[current] = current.target(*args, **kwargs)
+    return env[node]
+
+
+def _erase_orphaned_checks(graph: torch.fx.Graph) -> None:
+    """Erase metadata checks (``_assert_tensor_metadata``) on values that only those checks still read.
+
+    Dead-code elimination keeps a check, and so the value it checks, because a check
+    has a side effect; once the value has been replaced, the check has nothing to check.
+    """
+    needed: set[torch.fx.Node] = set()
+    stack = [n for n in graph.nodes if n.op == "output" or (n.op == "call_function" and n.target not in _SIDE_EFFECT_CHECKS and n.is_impure())]
+    while stack:
+        node = stack.pop()
+        if node not in needed:
+            needed.add(node)
+            stack.extend(node.all_input_nodes)
+    for node in list(graph.nodes):
+        checked = node.all_input_nodes
+        if node.target in _SIDE_EFFECT_CHECKS and all(n.op == "call_function" and n not in needed for n in checked):
+            graph.erase_node(node)

@@ -1,0 +1,94 @@
+"""Values computed from the input length alone: a constant cut to the length, checked for every length."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch.export import Dim
+
+from audiodeploy.lowering.passes import length_only_values_as_constants
+from audiodeploy.lowering.passes.length_only_values_as_constants import LengthOnlyValuesAsConstantsPass
+from tests.pipeline import export_aten, lower_and_compare
+
+FRAMES = Dim("frames", min=4, max=40)
+
+
+def relative_position_buckets(length: int, num_buckets: int = 16, max_distance: int = 64) -> torch.Tensor:
+    """WavLM's bucketing of j - i on a [length, length] grid (integer ops, a log, a where)."""
+    positions = torch.arange(length)
+    relative = positions[None, :] - positions[:, None]
+    half = num_buckets // 2
+    buckets = (relative > 0).to(torch.long) * half
+    distance = relative.abs()
+    exact = half // 2
+    large = exact + (torch.log(distance.float() / exact) / math.log(max_distance / exact) * (half - exact)).to(torch.long)
+    large = torch.min(large, torch.full_like(large, half - 1))
+    return buckets + torch.where(distance < exact, distance, large)
+
+
+class RelativePositionBias(torch.nn.Module):
+    """Scores [H, T, T] plus a learned bias of the relative position, as WavLM adds to attention."""
+
+    def __init__(self, heads: int = 2) -> None:
+        super().__init__()
+        self.heads = heads
+        self.embed = torch.nn.Embedding(16, heads)
+        self.proj = torch.nn.Linear(8, 8)
+
+    def forward(self, x):  # x [1, T, 8]
+        length = x.shape[1]
+        bias = self.embed(relative_position_buckets(length)).permute(2, 0, 1)  # [H, T, T]
+        q = self.proj(x).view(length, self.heads, 4).transpose(0, 1)  # [H, T, 4]
+        scores = torch.bmm(q, q.transpose(1, 2)) + bias
+        return torch.bmm(scores.softmax(-1), q)
+
+
+class NormalizedPositions(torch.nn.Module):
+    """positions / length: the value at a shorter length is not the corner of the longest one's."""
+
+    def forward(self, x):  # x [1, T, 8]
+        length = x.shape[1]
+        positions = torch.arange(length, dtype=torch.float32) / length
+        return x + positions[None, :, None]
+
+
+def _is_rewritten(module: torch.nn.Module, x: torch.Tensor, frames: Dim = FRAMES) -> bool:
+    ep = export_aten(module, (x,), dynamic_shapes=({1: frames},))
+    return LengthOnlyValuesAsConstantsPass(ep)(ep.graph_module).modified
+
+
+def test_fp32_relative_position_bias_is_a_sliced_constant_and_the_rest_one_delegate():
+    torch.manual_seed(0)
+    module = RelativePositionBias().eval()
+    x = torch.randn(1, 12, 8)
+    stock = lower_and_compare(module, (x,), rewrite=False, dynamic_shapes=({1: FRAMES},))
+    assert {"aten.arange", "aten.embedding", "aten.where"} <= set(stock.ops_outside_delegates)
+    others = [(torch.randn(1, frames, 8),) for frames in (4, 5, 23, 39, 40)]
+    report = lower_and_compare(module, (x,), dynamic_shapes=({1: FRAMES},), also_run=others)
+    assert report.delegates == 1
+    # Cutting the constant to the length is all that runs outside the delegate.
+    assert set(report.ops_outside_delegates) <= {"aten.slice_copy", "sym_size.int"}, report.ops_outside_delegates
+    assert "LengthOnlyValuesAsConstantsPass" in report.rewrites
+
+
+def test_a_value_that_is_not_the_corner_of_the_longest_is_left_computed():
+    assert not _is_rewritten(NormalizedPositions(), torch.randn(1, 12, 8))
+    report = lower_and_compare(
+        NormalizedPositions(), (torch.randn(1, 12, 8),), dynamic_shapes=({1: FRAMES},), also_run=[(torch.randn(1, 40, 8),)]
+    )
+    assert "aten.arange" in report.ops_outside_delegates
+
+
+def test_a_length_without_upper_bound_is_left_computed():
+    assert not _is_rewritten(RelativePositionBias().eval(), torch.randn(1, 12, 8), Dim("frames", min=4))
+
+
+def test_a_constant_over_the_size_limit_is_left_computed(monkeypatch):
+    # [2, 40, 40] float32 is 12.5 KiB at the longest length.
+    monkeypatch.setattr(length_only_values_as_constants, "MAX_CONSTANT_BYTES", 12 * 2**10)
+    assert not _is_rewritten(RelativePositionBias().eval(), torch.randn(1, 12, 8))
+
+
+def test_does_nothing_on_a_program_without_length_only_values():
+    assert not _is_rewritten(torch.nn.Linear(8, 8), torch.randn(1, 12, 8))
