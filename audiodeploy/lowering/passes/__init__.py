@@ -15,7 +15,7 @@ from audiodeploy.lowering.passes.length_only_values_as_constants import LengthOn
 from audiodeploy.lowering.passes.sum_and_mean_as_xnnpack_reductions import SumAndMeanAsXnnpackReductionsPass
 from audiodeploy.lowering.passes.split_as_linears import SplitAsLinearsPass
 from audiodeploy.lowering.passes.static_reshape import StaticReshapePass
-from audiodeploy.lowering.passes.unmasked_sdpa_as_matmuls import UnmaskedSdpaAsMatmulsPass
+from audiodeploy.lowering.passes.sdpa_as_matmuls import SdpaAsMatmulsPass
 from audiodeploy.lowering.passes.unpack_split_of_cat import UnpackSplitOfCatPass
 
 XNNPACK_REWRITES = (
@@ -23,7 +23,7 @@ XNNPACK_REWRITES = (
     UnpackSplitOfCatPass,  # a packed bias split across GEMMs is computed; its pieces are not
     SplitAsLinearsPass,  # after it: a packed bias is unpacked where the linears are separate already
     DecomposeNormalizationPass,  # emits means, reshapes
-    UnmaskedSdpaAsMatmulsPass,  # emits 4-D matmuls
+    SdpaAsMatmulsPass,  # emits 4-D matmuls
     AttentionHeadsAsBatchPass,  # emits reshapes
     ConvTailSliceAsPaddingPass,
     SumAndMeanAsXnnpackReductionsPass,  # emits reshapes

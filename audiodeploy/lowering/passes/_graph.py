@@ -146,6 +146,18 @@ def add_constant(ep: ExportedProgram, graph: torch.fx.Graph, name: str, data: to
         )
 
 
+def drop_constant(ep: ExportedProgram, node: torch.fx.Node) -> None:
+    """Remove an unused parameter, buffer or lifted constant from the graph, the signature and the program.
+
+    to_edge drops unused parameters, but keeps unused lifted constants: their bytes would stay in the program.
+    """
+    spec = next(s for s in ep.graph_signature.input_specs if s.arg.name == node.name)
+    ep.graph_signature.input_specs.remove(spec)
+    ep.constants.pop(spec.target, None)
+    ep.state_dict.pop(spec.target, None)
+    ep.graph.erase_node(node)
+
+
 def external_data_tag(node: torch.fx.Node) -> str | None:
     """The ``.ptd`` file a parameter is tagged to be stored in, if any."""
     custom = node.meta.get("custom") or {}

@@ -30,9 +30,12 @@ Every reshape then has one size that depends on ``T`` (see
 The region rewritten starts at a 4-D ``matmul`` whose operands and result have a
 leading size of 1 and the same second size (no broadcasting), and grows through
 the ops that leave dimension 0 alone: ``transpose``/``permute`` not moving it,
-``softmax`` over another dimension, ``clone``, and arithmetic with a Python
-scalar. A tensor entering the region is reshaped without its leading 1; a result
-leaving it goes to a reshape, or is given its leading 1 back. The pass leaves a
+``softmax`` over another dimension, ``clone``, ``slice`` of another dimension, a
+reshape to the shape it already has,
+and arithmetic with a Python scalar or with another such 4-D tensor (an attention
+mask added to the scores, and what computes it). A tensor entering the region is
+reshaped without its leading 1, except a constant, which is stored without it; a
+result leaving it goes to a reshape, or is given its leading 1 back. The pass leaves a
 region as it is, and does nothing on a program without one (no 4-D matmul, or a
 batch larger than one), when one of those reshapes would need two sizes that
 depend on the input length.
@@ -46,6 +49,9 @@ from torch.fx.passes.infra.pass_base import PassResult
 
 from audiodeploy.lowering.passes._graph import (
     ExportedProgramPass,
+    add_constant,
+    constant_sources,
+    drop_constant,
     insert_op,
     insert_reshape,
     replace_input,
@@ -58,7 +64,7 @@ from audiodeploy.lowering.passes._graph import (
 aten = torch.ops.aten
 
 _RESHAPES = {aten.view.default, aten.reshape.default, aten._unsafe_view.default}
-_SCALAR_ARITHMETIC = {
+_ARITHMETIC = {
     aten.mul.Tensor,
     aten.div.Tensor,
     aten.add.Tensor,
@@ -68,6 +74,9 @@ _SCALAR_ARITHMETIC = {
     aten.add.Scalar,
     aten.sub.Scalar,
 }
+
+
+_TENSOR_ARITHMETIC = {aten.mul.Tensor, aten.div.Tensor, aten.add.Tensor, aten.sub.Tensor}
 
 
 def _unit_batch_4d(node: object) -> bool:
@@ -97,8 +106,14 @@ def _keeps_batch_dim(node: torch.fx.Node) -> bool:
         return args[1] % 4 != 0
     if target == aten.clone.default:
         return True
-    if target in _SCALAR_ARITHMETIC:
-        return len(args) == 2 and isinstance(args[1], (int, float)) and not node.kwargs
+    if target == aten.slice.Tensor:
+        return args[1] % 4 != 0
+    if target in _RESHAPES:
+        return list(value(args[0]).shape) == list(value(node).shape)  # a reshape to the same shape
+    if target in _ARITHMETIC:
+        if len(args) != 2 or node.kwargs:
+            return False
+        return isinstance(args[1], (int, float)) or (target in _TENSOR_ARITHMETIC and _unit_batch_4d(args[1]))
     return target == aten.matmul.default and _is_batched_matmul(node)
 
 
@@ -134,10 +149,12 @@ def _grow_region(seed: torch.fx.Node) -> set[torch.fx.Node]:
 def _rewrite(ep: ExportedProgram, region: set[torch.fx.Node]) -> bool:
     graph = ep.graph
     order = [n for n in graph.nodes if n in region]
-    entries = {a for n in order for a in n.all_input_nodes if a not in region}
+    sources = constant_sources(ep)
+    entries = {a for n in order for a in n.all_input_nodes if a not in region and value(a) is not None}
+    constant_entries = {e for e in entries if e in sources}
     exits = {n: [u for u in n.users if u not in region] for n in order}
     # Plan every reshape first: the region is rewritten whole or not at all.
-    entry_sizes = {e: static_view_sizes(value(e).shape[1:]) for e in entries}
+    entry_sizes = {e: static_view_sizes(value(e).shape[1:]) for e in entries - constant_entries}
     exit_sizes = {
         n: static_view_sizes(value(n).shape)
         for n, users in exits.items()
@@ -150,7 +167,9 @@ def _rewrite(ep: ExportedProgram, region: set[torch.fx.Node]) -> bool:
     for node in order:
         with graph.inserting_before(node):
             for entry in node.all_input_nodes:
-                if entry in entries and entry not in squeezed:
+                if entry in constant_entries and entry not in squeezed:
+                    squeezed[entry] = add_constant(ep, graph, f"{entry.name}_3d", sources[entry].squeeze(0))
+                elif entry in entries and entry not in squeezed:
                     squeezed[entry] = insert_reshape(graph, _reshape_source(entry), entry_sizes[entry], origin=entry)
             squeezed[node] = _squeezed_op(graph, node, squeezed)
     for node, users in exits.items():
@@ -165,6 +184,9 @@ def _rewrite(ep: ExportedProgram, region: set[torch.fx.Node]) -> bool:
                 replace_input(ep, user, node, restored)
     for node in reversed(order):
         graph.erase_node(node)
+    for constant in constant_entries:
+        if not constant.users:
+            drop_constant(ep, constant)  # what was read as 4-D is now stored as 3-D
     return True
 
 
@@ -187,4 +209,9 @@ def _squeezed_op(graph: torch.fx.Graph, node: torch.fx.Node, squeezed: dict) -> 
         return insert_op(graph, target, (x, args[1] % 4 - 1, *args[2:]), dict(node.kwargs), origin=node)
     if target == aten.clone.default:
         return insert_op(graph, target, (x,), dict(node.kwargs), origin=node)
-    return insert_op(graph, target, (x, *args[1:]), dict(node.kwargs), origin=node)
+    if target == aten.slice.Tensor:
+        return insert_op(graph, target, (x, args[1] % 4 - 1, *args[2:]), origin=node)
+    if target in _RESHAPES:
+        return x
+    other = squeezed.get(args[1], args[1])
+    return insert_op(graph, target, (x, other, *args[2:]), dict(node.kwargs), origin=node)

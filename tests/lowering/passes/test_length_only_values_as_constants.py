@@ -2,29 +2,15 @@
 
 from __future__ import annotations
 
-import math
-
 import torch
 from torch.export import Dim
 
 from audiodeploy.lowering.passes import length_only_values_as_constants
 from audiodeploy.lowering.passes.length_only_values_as_constants import LengthOnlyValuesAsConstantsPass
+from tests.lowering.passes.modules import relative_position_buckets
 from tests.pipeline import export_aten, lower_and_compare
 
 FRAMES = Dim("frames", min=4, max=40)
-
-
-def relative_position_buckets(length: int, num_buckets: int = 16, max_distance: int = 64) -> torch.Tensor:
-    """WavLM's bucketing of j - i on a [length, length] grid (integer ops, a log, a where)."""
-    positions = torch.arange(length)
-    relative = positions[None, :] - positions[:, None]
-    half = num_buckets // 2
-    buckets = (relative > 0).to(torch.long) * half
-    distance = relative.abs()
-    exact = half // 2
-    large = exact + (torch.log(distance.float() / exact) / math.log(max_distance / exact) * (half - exact)).to(torch.long)
-    large = torch.min(large, torch.full_like(large, half - 1))
-    return buckets + torch.where(distance < exact, distance, large)
 
 
 class RelativePositionBias(torch.nn.Module):

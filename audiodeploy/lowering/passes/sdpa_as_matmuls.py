@@ -1,0 +1,124 @@
+"""Write ``scaled_dot_product_attention`` without a boolean mask as the matmuls and softmax it computes.
+
+Edge lowering decomposes ``scaled_dot_product_attention`` with mask handling even
+when there is no mask (``eq``, ``full_like``, ``logical_not``, ``any``, ``where`` on
+the attention weights), none of which ExecuTorch 1.5.1's XNNPACK partitioner
+takes: each attention is cut out of the delegate, with that bookkeeping around it
+on the portable kernels. Without dropout or causality, and with no mask or a float
+mask added to the scores (torchaudio's WavLM adds its gated relative-position
+bias that way), the op is just::
+
+    before                                         after
+
+    q ──┐                                          q ────────────── matmul ── mul(scale) ── add(mask) ── softmax(-1) ── matmul ──
+    k ──┼─ scaled_dot_product_attention ──         k ── transpose(-2, -1) ─┘                  │                          │
+    v ──┤                                          v ─────────────────────────────────────────┼──────────────────────────┘
+ mask ──┘                                       mask ─────────────────────────────────────────┘ (if any)
+
+with ``scale = 1 / sqrt(head dim)`` unless given, which
+:mod:`~audiodeploy.lowering.passes.attention_heads_as_batch` then runs as 3-D
+``bmm`` inside the delegate.
+
+The bookkeeping exists for one case: a row whose scores are all ``-inf`` gives
+zeros instead of softmax's NaN. Only a mask holding ``-inf`` makes such a row, so
+a float mask is taken only when it is computed from data that cannot hold one:
+finite constants, and outputs of bounded ops (``sigmoid``, ``tanh``, ``softmax``),
+through ops none of which has an infinite argument (``masked_fill(-inf)``,
+``full(-inf)``). A mask read from a user input, directly or through arithmetic,
+is left alone.
+
+The pass leaves an attention as it is, and does nothing on a program without one,
+when its mask is boolean or may hold an infinity, when it has dropout,
+``is_causal`` or grouped-query heads, when its inputs are not float32, or when
+the head dimension depends on the input length.
+"""
+from __future__ import annotations
+
+import math
+
+import torch
+from torch.utils import _pytree as pytree
+from torch.fx.passes.infra.pass_base import PassResult
+
+from audiodeploy.lowering.passes._graph import (
+    ExportedProgramPass,
+    argument,
+    constant_sources,
+    insert_op,
+    is_static,
+    replace_node,
+    rewrite_done,
+    value,
+)
+
+aten = torch.ops.aten
+
+_BOUNDED = {aten.sigmoid.default, aten.tanh.default, aten.softmax.int, aten._softmax.default}
+
+
+class SdpaAsMatmulsPass(ExportedProgramPass):
+    def call(self, graph_module: torch.fx.GraphModule) -> PassResult:
+        graph = graph_module.graph
+        modified = False
+        for node in list(graph.nodes):
+            if node.op != "call_function" or node.target != aten.scaled_dot_product_attention.default:
+                continue
+            scale = _plain_attention_scale(node)
+            if scale is None:
+                continue
+            q, k, v = node.args[:3]
+            mask = argument(node, 3, "attn_mask")
+            if mask is not None and not self._is_finite_float_mask(mask):
+                continue
+            with graph.inserting_before(node):
+                keys = insert_op(graph, aten.transpose.int, (k, -2, -1), origin=node)
+                scores = insert_op(graph, aten.matmul.default, (q, keys), origin=node)
+                scaled = insert_op(graph, aten.mul.Tensor, (scores, scale), origin=node)
+                if mask is not None:
+                    scaled = insert_op(graph, aten.add.Tensor, (scaled, mask), origin=node)
+                weights = insert_op(graph, aten.softmax.int, (scaled, -1), origin=node)
+                out = insert_op(graph, aten.matmul.default, (weights, v), origin=node)
+            replace_node(self.exported_program, node, out)
+            modified = True
+        if modified:
+            rewrite_done(self.exported_program)
+        return PassResult(graph_module, modified)
+
+    def _is_finite_float_mask(self, mask: torch.fx.Node) -> bool:
+        """A float32 mask computed from finite constants and bounded ops' outputs, without infinite arguments."""
+        if value(mask) is None or value(mask).dtype != torch.float32:
+            return False
+        sources = constant_sources(self.exported_program)
+        seen: set[torch.fx.Node] = set()
+        stack = [mask]
+        while stack:
+            node = stack.pop()
+            if node in seen:
+                continue
+            seen.add(node)
+            if node.op == "placeholder":
+                if node not in sources or not torch.isfinite(sources[node]).all():
+                    return False
+                continue
+            if value(node) is None or node.target in _BOUNDED:
+                continue  # a size read from a tensor carries none of its data; a bounded op's output is finite
+            if any(isinstance(a, float) and math.isinf(a) for a in pytree.tree_leaves((node.args, node.kwargs))):
+                return False
+            stack.extend(node.all_input_nodes)
+        return True
+
+
+def _plain_attention_scale(node: torch.fx.Node) -> float | None:
+    """The softmax scale of an attention without dropout, causality or grouped heads; else None."""
+    q, k, v = (value(n) for n in node.args[:3])
+    if any(t is None or t.dtype != torch.float32 for t in (q, k, v)):
+        return None
+    if (
+        argument(node, 4, "dropout_p", 0.0) != 0.0
+        or argument(node, 5, "is_causal", False)
+        or node.kwargs.get("enable_gqa", False)
+        or not is_static(q.shape[-1])
+    ):
+        return None
+    scale = argument(node, 6, "scale")
+    return 1.0 / math.sqrt(int(q.shape[-1])) if scale is None else float(scale)
