@@ -96,11 +96,13 @@ def bench_summary(results: list[dict]) -> list[str]:
         "Runtime). "
         "Load is the time to load the program and its method (XNNPACK packs its weights then) or to create the "
         "ONNX Runtime session; peak memory is how far the process's resident memory rose while loading and "
-        "during the first call, a lower bound (memory freed earlier and reused is not counted).",
+        "during the first call, a lower bound (memory freed earlier and reused is not counted). "
+        "Rows measured on different days may come from different machines of the same name: compare ratios "
+        "within a row, not latencies across rows of different dates.",
         "",
-        "| model | input | audiodeploy (delegates) | stock ExecuTorch (delegates) | eager PyTorch | ONNX Runtime "
-        "| audiodeploy / stock | audiodeploy / eager | audiodeploy / ONNX Runtime |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| model | input | measured | audiodeploy (delegates) | stock ExecuTorch (delegates) | eager PyTorch "
+        "| ONNX Runtime | audiodeploy / stock | audiodeploy / eager | audiodeploy / ONNX Runtime |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for result in results:
         runtimes = result["runtimes"]
@@ -119,7 +121,8 @@ def bench_summary(results: list[dict]) -> list[str]:
 
             main = "audiodeploy" if "audiodeploy" in figures else next(iter(figures))
             lines.append(
-                f"| {_what(result)} | {_input(case, result['target'])} | {cell(main)} | {cell('stock')} | {cell('eager')} "
+                f"| {_what(result)} | {_input(case, result['target'])} | {result['machine']['date'][:10]} "
+                f"| {cell(main)} | {cell('stock')} | {cell('eager')} "
                 f"| {cell('onnxruntime')} | {ratio('stock')} | {ratio('eager')} | {ratio('onnxruntime')} |"
             )
     return lines + [""]
