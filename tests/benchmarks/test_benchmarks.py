@@ -43,6 +43,6 @@ def test_pos_conv_at_a_small_size_writes_its_schema_and_renders(tmp_path, capsys
 def test_models_md_puts_bench_results_side_by_side():
     markdown = load("generate_models_md").render([make_record((1.0, 10.0))])
     assert "## Latency side by side (`audiodeploy bench --compare`)" in markdown
-    assert "| wav2vec2 base | 1 s | 241 ms (52) | 1,314 ms (53) | 346 ms | 170 ms | 0.183 | 0.697 | 1.42 |" in markdown
+    assert "| wav2vec2 base | 1 s | 2026-11-29 | 241 ms (52) | 1,314 ms (53) | 346 ms | 170 ms | 0.183 | 0.697 | 1.42 |" in markdown
     assert "| wav2vec2 base | 10 s |" in markdown
     assert "### wav2vec2 base (wav2vec2-base)" in markdown and "94.0 M parameters" in markdown
