@@ -9,7 +9,7 @@ tensors, symbolic sizes included) so that the next pass can read shapes, and the
 from __future__ import annotations
 
 import operator
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import torch
 from executorch.backends.transforms.utils import create_constant_placeholder
@@ -172,6 +172,21 @@ def is_pure(target: object) -> bool:
     if isinstance(target, torch._ops.OpOverload):
         return not target._schema.is_mutable and torch.Tag.nondeterministic_seeded not in target.tags
     return target is operator.getitem or target in _SYMBOLIC_INT_OPS
+
+
+def ancestors(
+    starts: Sequence[torch.fx.Node], expand: Callable[[torch.fx.Node], bool] = lambda node: True
+) -> set[torch.fx.Node]:
+    """``starts`` and every node they are computed from, reading the inputs of a node only where ``expand`` says so."""
+    reached: set[torch.fx.Node] = set()
+    stack = list(starts)
+    while stack:
+        node = stack.pop()
+        if node not in reached:
+            reached.add(node)
+            if expand(node):
+                stack.extend(node.all_input_nodes)
+    return reached
 
 
 def constant_sources(ep: ExportedProgram) -> dict[torch.fx.Node, torch.Tensor]:

@@ -121,13 +121,14 @@ class AttentionHeadsAsBatchPass(ExportedProgramPass):
     def call(self, graph_module: torch.fx.GraphModule) -> PassResult:
         graph = graph_module.graph
         done: set[torch.fx.Node] = set()
+        sources = constant_sources(self.exported_program)
         modified = False
         for node in list(graph.nodes):
             if node in done or node.op != "call_function" or not _is_batched_matmul(node):
                 continue
             region = _grow_region(node)
             done |= region
-            modified |= _rewrite(self.exported_program, region)
+            modified |= _rewrite(self.exported_program, region, sources)
         if modified:
             rewrite_done(self.exported_program)
         return PassResult(graph_module, modified)
@@ -146,10 +147,9 @@ def _grow_region(seed: torch.fx.Node) -> set[torch.fx.Node]:
     return region
 
 
-def _rewrite(ep: ExportedProgram, region: set[torch.fx.Node]) -> bool:
+def _rewrite(ep: ExportedProgram, region: set[torch.fx.Node], sources: dict[torch.fx.Node, torch.Tensor]) -> bool:
     graph = ep.graph
     order = [n for n in graph.nodes if n in region]
-    sources = constant_sources(ep)
     entries = {a for n in order for a in n.all_input_nodes if a not in region and value(a) is not None}
     constant_entries = {e for e in entries if e in sources}
     exits = {n: [u for u in n.users if u not in region] for n in order}

@@ -53,6 +53,7 @@ from torch.fx.passes.infra.pass_base import PassResult
 from audiodeploy.lowering.passes._graph import (
     ExportedProgramPass,
     add_constant,
+    ancestors,
     constant_sources,
     insert_op,
     is_pure,
@@ -227,15 +228,8 @@ def _free_symbols(val: Any) -> set[sympy.Symbol]:
 
 def _computation(node: torch.fx.Node, length_only: set[torch.fx.Node]) -> list[torch.fx.Node]:
     """``node`` and the length-only nodes it is computed from, in graph order."""
-    seen: set[torch.fx.Node] = set()
-    stack = [node]
-    while stack:
-        current = stack.pop()
-        if current in seen:
-            continue
-        seen.add(current)
-        stack.extend(n for n in current.all_input_nodes if n in length_only)
-    return [n for n in node.graph.nodes if n in seen]
+    computed_from = ancestors([node], expand=lambda n: n in length_only)
+    return [n for n in node.graph.nodes if n in computed_from and n in length_only]
 
 
 @torch.no_grad()
@@ -265,13 +259,13 @@ def _erase_orphaned_checks(graph: torch.fx.Graph) -> None:
     Dead-code elimination keeps a check, and so the value it checks, because a check
     has a side effect; once the value has been replaced, the check has nothing to check.
     """
-    needed: set[torch.fx.Node] = set()
-    stack = [n for n in graph.nodes if n.op == "output" or (n.op == "call_function" and n.target not in _SIDE_EFFECT_CHECKS and n.is_impure())]
-    while stack:
-        node = stack.pop()
-        if node not in needed:
-            needed.add(node)
-            stack.extend(node.all_input_nodes)
+    needed = ancestors(
+        [
+            n
+            for n in graph.nodes
+            if n.op == "output" or (n.op == "call_function" and n.target not in _SIDE_EFFECT_CHECKS and n.is_impure())
+        ]
+    )
     for node in list(graph.nodes):
         checked = node.all_input_nodes
         if node.target in _SIDE_EFFECT_CHECKS and all(n.op == "call_function" and n not in needed for n in checked):

@@ -42,6 +42,7 @@ from torch.fx.passes.infra.pass_base import PassResult
 
 from audiodeploy.lowering.passes._graph import (
     ExportedProgramPass,
+    ancestors,
     argument,
     constant_sources,
     insert_op,
@@ -59,6 +60,7 @@ _BOUNDED = {aten.sigmoid.default, aten.tanh.default, aten.softmax.int, aten._sof
 class SdpaAsMatmulsPass(ExportedProgramPass):
     def call(self, graph_module: torch.fx.GraphModule) -> PassResult:
         graph = graph_module.graph
+        sources = constant_sources(self.exported_program)
         modified = False
         for node in list(graph.nodes):
             if node.op != "call_function" or node.target != aten.scaled_dot_product_attention.default:
@@ -68,7 +70,7 @@ class SdpaAsMatmulsPass(ExportedProgramPass):
                 continue
             q, k, v = node.args[:3]
             mask = argument(node, 3, "attn_mask")
-            if mask is not None and not self._is_finite_float_mask(mask):
+            if mask is not None and not self._is_finite_float_mask(mask, sources):
                 continue
             with graph.inserting_before(node):
                 keys = insert_op(graph, aten.transpose.int, (k, -2, -1), origin=node)
@@ -84,27 +86,20 @@ class SdpaAsMatmulsPass(ExportedProgramPass):
             rewrite_done(self.exported_program)
         return PassResult(graph_module, modified)
 
-    def _is_finite_float_mask(self, mask: torch.fx.Node) -> bool:
+    def _is_finite_float_mask(self, mask: torch.fx.Node, sources: dict[torch.fx.Node, torch.Tensor]) -> bool:
         """A float32 mask computed from finite constants and bounded ops' outputs, without infinite arguments."""
         if value(mask) is None or value(mask).dtype != torch.float32:
             return False
-        sources = constant_sources(self.exported_program)
-        seen: set[torch.fx.Node] = set()
-        stack = [mask]
-        while stack:
-            node = stack.pop()
-            if node in seen:
-                continue
-            seen.add(node)
+        # A size read from a tensor carries none of its data; a bounded op's output is finite.
+        carries_data = lambda n: n.op != "placeholder" and value(n) is not None and n.target not in _BOUNDED
+        for node in ancestors([mask], expand=carries_data):
             if node.op == "placeholder":
                 if node not in sources or not torch.isfinite(sources[node]).all():
                     return False
-                continue
-            if value(node) is None or node.target in _BOUNDED:
-                continue  # a size read from a tensor carries none of its data; a bounded op's output is finite
-            if any(isinstance(a, float) and math.isinf(a) for a in pytree.tree_leaves((node.args, node.kwargs))):
+            elif carries_data(node) and any(
+                isinstance(a, float) and math.isinf(a) for a in pytree.tree_leaves((node.args, node.kwargs))
+            ):
                 return False
-            stack.extend(node.all_input_nodes)
         return True
 
 
