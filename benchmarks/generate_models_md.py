@@ -130,8 +130,10 @@ def bench_summary(results: list[dict]) -> list[str]:
 
 def bench_section(result: dict) -> list[str]:
     machine, target, transport = result["machine"], result["target"], result["transport"]
+    extensions = machine.get("vector_extensions")  # recorded since 2026-11-30
     where = (
         f"{machine['processor'] or machine['machine']}, {machine['cpu_count']} CPUs"
+        + (f" ({', '.join(extensions)})" if extensions else "")
         if transport["kind"] == "local"
         else f"{transport['device'].get('model') or 'Android phone'} over adb ({transport['runner']})"
     )

@@ -166,6 +166,7 @@ def machine_info(threads: int | None, command: str | None = None) -> dict:
         "platform": platform.platform(),
         "machine": platform.machine(),
         "processor": _cpu_model(),
+        "vector_extensions": _vector_extensions(),
         "cpu_count": os.cpu_count(),
         "threads": threads,
         "load_average": _load_average(),
@@ -203,6 +204,24 @@ def _load_average() -> list[float] | None:
         return [round(x, 2) for x in os.getloadavg()]
     except (AttributeError, OSError):
         return None
+
+
+VECTOR_EXTENSIONS = ("sse4_2", "avx", "avx2", "fma", "avx512f", "avx512bw", "avx512_vnni", "avx512_bf16", "amx_tile",
+                     "asimd", "asimddp", "sve", "sve2", "i8mm", "bf16")
+"""CPU flags (as /proc/cpuinfo spells them) that decide which XNNPACK and MLAS kernels run."""
+
+
+def _vector_extensions() -> list[str] | None:
+    """The :data:`VECTOR_EXTENSIONS` this CPU has; None where /proc/cpuinfo is not readable."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            for line in f:
+                if line.startswith(("flags", "Features")):
+                    present = set(line.split(":", 1)[1].split())
+                    return [flag for flag in VECTOR_EXTENSIONS if flag in present]
+    except OSError:
+        pass
+    return None
 
 
 def _cpu_model() -> str:

@@ -5,7 +5,16 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from audiodeploy.bench.timing import Runner, Timing, latency_dict, machine_info, paired_ratio, percentile, time_interleaved
+from audiodeploy.bench.timing import (
+    VECTOR_EXTENSIONS,
+    Runner,
+    Timing,
+    latency_dict,
+    machine_info,
+    paired_ratio,
+    percentile,
+    time_interleaved,
+)
 
 
 def recording_runners(calls: list[str], spec: dict[str, tuple[int, int]]) -> list[Runner]:
@@ -58,3 +67,7 @@ def test_machine_record_names_the_command_and_the_versions():
     info = machine_info(2, command="audiodeploy bench wav2vec2")
     assert info["command"] == "audiodeploy bench wav2vec2" and info["threads"] == 2
     assert info["torch"] and info["executorch"]
+    with open("/proc/cpuinfo", encoding="utf-8") as f:
+        flags = next(line for line in f if line.startswith(("flags", "Features"))).split(":", 1)[1].split()
+    assert info["vector_extensions"] == [flag for flag in VECTOR_EXTENSIONS if flag in flags]
+    assert info["vector_extensions"]  # an x86-64 or arm64 CPU has at least one of them

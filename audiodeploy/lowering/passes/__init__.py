@@ -14,7 +14,9 @@ from audiodeploy.lowering.passes.decompose_normalization import DecomposeNormali
 from audiodeploy.lowering.passes.length_only_values_as_constants import LengthOnlyValuesAsConstantsPass
 from audiodeploy.lowering.passes.sum_and_mean_as_xnnpack_reductions import SumAndMeanAsXnnpackReductionsPass
 from audiodeploy.lowering.passes.split_as_linears import SplitAsLinearsPass
+from audiodeploy.lowering.passes.squeeze_unsqueeze_pairs import SqueezeUnsqueezePairsPass
 from audiodeploy.lowering.passes.static_reshape import StaticReshapePass
+from audiodeploy.lowering.passes.strided_conv_as_gemm import StridedConvAsGemmPass
 from audiodeploy.lowering.passes.sdpa_as_matmuls import SdpaAsMatmulsPass
 from audiodeploy.lowering.passes.unpack_split_of_cat import UnpackSplitOfCatPass
 
@@ -22,11 +24,13 @@ XNNPACK_REWRITES = (
     LengthOnlyValuesAsConstantsPass,  # first: what it replaces may hold reshapes the others would rewrite
     UnpackSplitOfCatPass,  # a packed bias split across GEMMs is computed; its pieces are not
     SplitAsLinearsPass,  # after it: a packed bias is unpacked where the linears are separate already
-    DecomposeNormalizationPass,  # emits means, reshapes
+    StridedConvAsGemmPass,  # emits unsqueezes and squeezes
+    DecomposeNormalizationPass,  # emits means, reshapes, unsqueezes and squeezes
     SdpaAsMatmulsPass,  # emits 4-D matmuls
     AttentionHeadsAsBatchPass,  # emits reshapes
     ConvTailSliceAsPaddingPass,
     SumAndMeanAsXnnpackReductionsPass,  # emits reshapes
+    SqueezeUnsqueezePairsPass,  # after every rewrite that emits squeezes and unsqueezes
     StaticReshapePass,  # last: every reshape the others left or emitted
 )
 

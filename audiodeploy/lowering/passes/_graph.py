@@ -125,7 +125,9 @@ def add_constant(ep: ExportedProgram, graph: torch.fx.Graph, name: str, data: to
     """A new lifted constant holding a copy of ``data``, named ``name`` (with a suffix if taken), before the user inputs.
 
     The copy is contiguous and owns its storage: XNNPACK serializes a constant that is a
-    view with the bytes of its whole base tensor.
+    view with the bytes of its whole base tensor. Its strides are the contiguous ones even
+    where a dimension of size one would allow others: a ``[Co, C, 1, 1]`` weight with
+    channels-last strides makes torch's convolution return a channels-last tensor.
 
     One per use, not one shared between rewrites: 1.5.1's ``to_backend`` cannot give
     a lifted constant to two delegates (``to_executorch`` then fails with "is not a
@@ -142,7 +144,7 @@ def add_constant(ep: ExportedProgram, graph: torch.fx.Graph, name: str, data: to
     )
     with graph.inserting_before(first_input):
         return create_constant_placeholder(
-            ep, graph, unique, InputKind.CONSTANT_TENSOR, data.detach().contiguous().clone()
+            ep, graph, unique, InputKind.CONSTANT_TENSOR, data.detach().clone(memory_format=torch.contiguous_format)
         )
 
 

@@ -17,7 +17,10 @@ ops XNNPACK delegates (``mean`` is made delegable by
         └── mean(-1) ───┘          └── mul(d, d) ── mean(-1) ── add(eps) ── rsqrt ──┘
 
     group_norm(x [N, C, L], G, w, b, eps): x viewed as [N, G, C/G * L], the last
-    dimension normalized as above, viewed back, then mul(w [C, 1]) and add(b [C, 1])
+    dimension normalized as above, viewed back, then mul(w [C, 1]) and add(b [C, 1]);
+    with G == C (wav2vec2's first feature layer), x as rows [N, C, 1, L] normalized
+    over dims (2, 3), mul(w [1, C, 1, 1]), add(b [1, C, 1, 1]), then squeeze(2);
+    a constant w or b is stored in the shape it broadcasts in
 
     var(x, dims, correction=c): mean((x - mean(x, dims))², dims) * n / (n - c)
 
@@ -41,7 +44,10 @@ from torch.fx.passes.infra.pass_base import PassResult
 
 from audiodeploy.lowering.passes._graph import (
     ExportedProgramPass,
+    add_constant,
     argument,
+    constant_sources,
+    drop_constant,
     insert_op,
     is_static,
     replace_node,
@@ -55,6 +61,8 @@ aten = torch.ops.aten
 
 class DecomposeNormalizationPass(ExportedProgramPass):
     def call(self, graph_module: torch.fx.GraphModule) -> PassResult:
+        self.sources = constant_sources(self.exported_program)
+        self.stored_per_channel: set[torch.fx.Node] = set()
         modified = False
         for node in list(graph_module.graph.nodes):
             if node.op != "call_function":
@@ -64,10 +72,13 @@ class DecomposeNormalizationPass(ExportedProgramPass):
             if x is None or x.dtype != torch.float32:
                 continue
             with graph_module.graph.inserting_before(node):
-                replacement = rewrite(graph_module.graph, node)
+                replacement = rewrite(self, graph_module.graph, node)
             if replacement is not None:
                 replace_node(self.exported_program, node, replacement)
                 modified = True
+        for source in self.stored_per_channel:
+            if not source.users:
+                drop_constant(self.exported_program, source)
         if modified:
             rewrite_done(self.exported_program)
         return PassResult(graph_module, modified)
@@ -92,7 +103,7 @@ def _affine(graph, y, weight, bias, origin):
     return y
 
 
-def _layer_norm(graph: torch.fx.Graph, node: torch.fx.Node) -> torch.fx.Node | None:
+def _layer_norm(pass_: DecomposeNormalizationPass, graph: torch.fx.Graph, node: torch.fx.Node) -> torch.fx.Node | None:
     x, normalized_shape = node.args[:2]
     weight, bias = argument(node, 2, "weight"), argument(node, 3, "bias")
     eps = argument(node, 4, "eps", 1e-5)
@@ -102,7 +113,7 @@ def _layer_norm(graph: torch.fx.Graph, node: torch.fx.Node) -> torch.fx.Node | N
     return _affine(graph, _normalize(graph, x, dims, eps, node), weight, bias, node)
 
 
-def _group_norm(graph: torch.fx.Graph, node: torch.fx.Node) -> torch.fx.Node | None:
+def _group_norm(pass_: DecomposeNormalizationPass, graph: torch.fx.Graph, node: torch.fx.Node) -> torch.fx.Node | None:
     x, groups = node.args[:2]
     weight, bias = argument(node, 2, "weight"), argument(node, 3, "bias")
     eps = argument(node, 4, "eps", 1e-5)
@@ -112,22 +123,41 @@ def _group_norm(graph: torch.fx.Graph, node: torch.fx.Node) -> torch.fx.Node | N
     original_sizes = static_view_sizes(shape)
     if grouped_sizes is None or original_sizes is None or not is_static(channels):
         return None
+    channel_shape = [int(channels)] + [1] * (len(shape) - 2)
+    if len(shape) == 3 and groups == channels:
+        # One row per channel: normalized as [N, C, 1, L], which XNNPACK reduces in its
+        # channels-last layout without a transpose.
+        rows = insert_op(graph, aten.unsqueeze.default, (x, 2), origin=node)
+        y = _normalize(graph, rows, [2, 3], eps, node)
+        y = _affine(graph, y, *(_per_channel(pass_, graph, p, [1, *channel_shape, 1], node) for p in (weight, bias)), node)
+        return insert_op(graph, aten.squeeze.dim, (y, 2), origin=node)
     grouped = x
     if len(shape) != 3 or groups != channels:
         grouped = insert_op(graph, aten.view.default, (x, grouped_sizes), origin=node)
     y = _normalize(graph, grouped, [-1], eps, node)
     if grouped is not x:
         y = insert_op(graph, aten.view.default, (y, original_sizes), origin=node)
-    # Per-channel affine: weight and bias broadcast as [C, 1, ..., 1].
-    channel_shape = [int(channels)] + [1] * (len(shape) - 2)
-    if weight is not None:
-        weight = insert_op(graph, aten.view.default, (weight, channel_shape), origin=node)
-    if bias is not None:
-        bias = insert_op(graph, aten.view.default, (bias, channel_shape), origin=node)
-    return _affine(graph, y, weight, bias, node)
+    return _affine(graph, y, *(_per_channel(pass_, graph, p, channel_shape, node) for p in (weight, bias)), node)
 
 
-def _var(graph: torch.fx.Graph, node: torch.fx.Node) -> torch.fx.Node | None:
+def _per_channel(
+    pass_: DecomposeNormalizationPass, graph: torch.fx.Graph, parameter: torch.fx.Node | None, shape: list[int], origin: torch.fx.Node
+) -> torch.fx.Node | None:
+    """A per-channel weight or bias as ``[C, 1, ..., 1]``, to broadcast over the positions.
+
+    A constant one is stored in that shape: a view would be an op at run time, in the
+    contiguous layout, and XNNPACK would transpose the normalized signal to apply it.
+    """
+    if parameter is None:
+        return None
+    if parameter in pass_.sources:
+        data = pass_.sources[parameter].reshape(shape)
+        pass_.stored_per_channel.add(parameter)
+        return add_constant(pass_.exported_program, graph, f"{parameter.name}_per_channel", data)
+    return insert_op(graph, aten.view.default, (parameter, shape), origin=origin)
+
+
+def _var(pass_: DecomposeNormalizationPass, graph: torch.fx.Graph, node: torch.fx.Node) -> torch.fx.Node | None:
     x = node.args[0]
     shape = value(x).shape
     dims = argument(node, 1, "dim")

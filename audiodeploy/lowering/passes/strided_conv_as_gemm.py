@@ -1,0 +1,158 @@
+"""Write a strided 1-D convolution as tap selections and one GEMM (a 1x1 convolution).
+
+XNNPACK runs a convolution whose kernel is wider than one step, or whose stride
+is not one, through its indirect GEMM with an indirection buffer; on the AVX2
+machine of issue 5 that runs at about half the speed of its plain GEMM (a linear
+or a 1x1 stride-1 convolution): wav2vec2's 512->512 kernel-3 stride-2 feature
+encoder convolutions took twice ONNX Runtime's time. The pass gathers the ``k``
+taps of each output step with depthwise convolutions whose weights are one-hot
+(memory-bound: a multiply by one and ``k - 1`` by zero per gathered value),
+concatenates them along the channels, and multiplies by the weight in one GEMM
+(a 1x1 convolution, which XNNPACK runs as its plain GEMM)::
+
+    before
+
+    x [N, C, T] ── conv1d(W [Co, C, k], b, stride s, padding p) ── y [N, Co, To]
+
+    after, C > 1 (images of one row: XNNPACK keeps them channels-last from op to op)
+
+    x ── unsqueeze(2) ─┬─ conv2d(E_0 [C, 1, 1, k], stride (1, s), padding (0, p), groups C) ─┐  tap 0 of each channel
+                       ├─ ...                                                               ├─ cat(dim 1) ─┐
+                       └─ conv2d(E_k-1, ...) ───────────────────────────────────────────────┘              │
+                                                         [N, k*C, 1, To] ── conv2d(·, W', b) ── squeeze(2) ── y
+                                        W' = W.permute(0, 2, 1).reshape(Co, k*C, 1, 1) ──┘
+
+    after, C == 1 (the first layer, on samples): one conv2d(E [k, 1, 1, k]) gathers all taps
+
+``E_j`` holds a one in tap ``j``. With ``C > 1`` the taps are separate depthwise
+convolutions because XNNPACK's depthwise kernel takes one output channel per
+group (a channel multiplier of ``k`` runs as a slow grouped GEMM). Consecutive
+rewritten layers leave ``squeeze(2) ── gelu ── unsqueeze(2)`` between them, which
+:mod:`squeeze_unsqueeze_pairs` removes. The result equals the convolution's for
+finite inputs; an infinite input makes every output whose window holds it NaN
+(``0 * inf``) where the convolution gives an infinity or NaN.
+
+A constant ``W`` read by nothing else is replaced by the reordered constant; a
+computed ``W`` (``weight_norm``) gets the reorder as two more ops of its
+computation, which :mod:`fold_computed_gemm_weights` then folds.
+
+The pass leaves a convolution as it is, and does nothing on a program without
+one, unless it is a float32 ``conv1d`` with stride above one, dilation one, one
+group, a numeric padding, at most :data:`MAX_TAPS` taps, and a weight that is
+either computed or a constant only it reads.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import torch
+from torch.fx.passes.infra.pass_base import PassResult
+
+from audiodeploy.lowering.passes._graph import (
+    ExportedProgramPass,
+    add_constant,
+    argument,
+    constant_sources,
+    drop_constant,
+    insert_op,
+    replace_node,
+    rewrite_done,
+    value,
+)
+
+aten = torch.ops.aten
+log = logging.getLogger(__name__)
+
+MAX_TAPS = 16
+"""Widest kernel gathered: the gathered taps take ``k / stride`` times the input's memory."""
+
+
+class StridedConvAsGemmPass(ExportedProgramPass):
+    def call(self, graph_module: torch.fx.GraphModule) -> PassResult:
+        graph = graph_module.graph
+        sources = constant_sources(self.exported_program)
+        modified = False
+        for node in list(graph.nodes):
+            if node.op != "call_function" or node.target != aten.conv1d.default:
+                continue
+            reason = self._rewrite(graph, node, sources)
+            if reason is None:
+                modified = True
+            else:
+                log.debug("%s left as a convolution: %s", node.name, reason)
+        if modified:
+            rewrite_done(self.exported_program)
+        return PassResult(graph_module, modified)
+
+    def _rewrite(
+        self, graph: torch.fx.Graph, conv: torch.fx.Node, sources: dict[torch.fx.Node, torch.Tensor]
+    ) -> str | None:
+        """Replace ``conv`` by tap selections and a GEMM; ``None`` when done, else why not."""
+        x, weight = conv.args[:2]
+        bias = argument(conv, 2, "bias")
+        stride, padding, dilation = (_single(argument(conv, i, name, [d])) for i, name, d in _GEOMETRY)
+        groups = argument(conv, 6, "groups", 1)
+        x_val, w_val = value(x), value(weight)
+        if x_val is None or w_val is None or x_val.dtype != torch.float32 or w_val.dtype != torch.float32:
+            return "not float32"
+        if stride is None or stride < 2:
+            return "stride 1: the gathered taps would take kernel-size times the input's memory"
+        if dilation != 1 or groups != 1 or not isinstance(padding, int):
+            return f"dilation {dilation}, groups {groups}, padding {padding}: only dense, undilated, numeric padding"
+        _, channels, taps = (int(s) for s in w_val.shape)
+        if taps > MAX_TAPS:
+            return f"{taps} taps, more than {MAX_TAPS}"
+        if weight in sources and len(weight.users) > 1:
+            return "its weight is also read elsewhere: reordering it would store it twice"
+
+        with graph.inserting_before(conv):
+            x_4d = insert_op(graph, aten.unsqueeze.default, (x, 2), origin=conv)
+            gathered = self._gather(graph, conv, x_4d, channels, taps, stride, padding)
+            gemm_weight = self._reordered_weight(graph, conv, weight, sources)
+            gemm = insert_op(graph, aten.conv2d.default, (gathered, gemm_weight, bias), origin=conv)
+            y = insert_op(graph, aten.squeeze.dim, (gemm, 2), origin=conv)
+        replace_node(self.exported_program, conv, y)
+        if weight in sources and not weight.users:
+            drop_constant(self.exported_program, weight)
+        return None
+
+    def _gather(
+        self, graph: torch.fx.Graph, conv: torch.fx.Node, x: torch.fx.Node, channels: int, taps: int, stride: int, padding: int
+    ) -> torch.fx.Node:
+        """``[N, taps * channels, 1, To]``: channel ``j * channels + c`` holds tap ``j`` of input channel ``c``."""
+
+        def select(one_hot: torch.Tensor, groups: int, name: str) -> torch.fx.Node:
+            selection = add_constant(self.exported_program, graph, f"{conv.name}_{name}", one_hot.view(-1, 1, 1, taps))
+            args = (x, selection, None, [1, stride], [0, padding], [1, 1], groups)
+            return insert_op(graph, aten.conv2d.default, args, origin=conv)
+
+        if channels == 1:
+            return select(torch.eye(taps), 1, "taps")
+        columns = []
+        for tap in range(taps):
+            one_hot = torch.zeros(channels, taps)
+            one_hot[:, tap] = 1
+            columns.append(select(one_hot, channels, f"tap{tap}"))
+        return insert_op(graph, aten.cat.default, (columns, 1), origin=conv)
+
+    def _reordered_weight(
+        self, graph: torch.fx.Graph, conv: torch.fx.Node, weight: torch.fx.Node, sources: dict[torch.fx.Node, torch.Tensor]
+    ) -> torch.fx.Node:
+        """``W.permute(0, 2, 1).reshape(Co, k * C, 1, 1)``: a constant, or ops on a computed weight."""
+        gemm_shape = [int(value(weight).shape[0]), -1, 1, 1]
+        if weight in sources:
+            data = sources[weight].permute(0, 2, 1).reshape(gemm_shape)
+            return add_constant(self.exported_program, graph, f"{weight.name}_gemm", data)
+        permuted = insert_op(graph, aten.permute.default, (weight, [0, 2, 1]), origin=conv)
+        return insert_op(graph, aten.reshape.default, (permuted, gemm_shape), origin=conv)
+
+
+_GEOMETRY = ((3, "stride", 1), (4, "padding", 0), (5, "dilation", 1))
+
+
+def _single(argument_value: object) -> object:
+    """The one entry of a 1-D convolution's stride, padding or dilation (given as an int or a list of one)."""
+    if isinstance(argument_value, (list, tuple)):
+        return argument_value[0] if len(argument_value) == 1 else None
+    return argument_value
