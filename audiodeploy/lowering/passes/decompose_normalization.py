@@ -131,12 +131,9 @@ def _group_norm(pass_: DecomposeNormalizationPass, graph: torch.fx.Graph, node: 
         y = _normalize(graph, rows, [2, 3], eps, node)
         y = _affine(graph, y, *(_per_channel(pass_, graph, p, [1, *channel_shape, 1], node) for p in (weight, bias)), node)
         return insert_op(graph, aten.squeeze.dim, (y, 2), origin=node)
-    grouped = x
-    if len(shape) != 3 or groups != channels:
-        grouped = insert_op(graph, aten.view.default, (x, grouped_sizes), origin=node)
+    grouped = insert_op(graph, aten.view.default, (x, grouped_sizes), origin=node)
     y = _normalize(graph, grouped, [-1], eps, node)
-    if grouped is not x:
-        y = insert_op(graph, aten.view.default, (y, original_sizes), origin=node)
+    y = insert_op(graph, aten.view.default, (y, original_sizes), origin=node)
     return _affine(graph, y, *(_per_channel(pass_, graph, p, channel_shape, node) for p in (weight, bias)), node)
 
 
