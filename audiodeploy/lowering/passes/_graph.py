@@ -89,6 +89,21 @@ def argument(node: torch.fx.Node, index: int, name: str, default: Any = None) ->
     return node.kwargs.get(name, default)
 
 
+def conv1d_geometry(conv: torch.fx.Node) -> tuple[Any, Any, Any, int]:
+    """``(stride, padding, dilation, groups)`` of a ``conv1d`` call, each list of one unwrapped to its entry.
+
+    A list of another length, or a string padding, comes back as given.
+    """
+
+    def single(entry: Any) -> Any:
+        return entry[0] if isinstance(entry, (list, tuple)) and len(entry) == 1 else entry
+
+    stride = single(argument(conv, 3, "stride", 1))
+    padding = single(argument(conv, 4, "padding", 0))
+    dilation = single(argument(conv, 5, "dilation", 1))
+    return stride, padding, dilation, argument(conv, 6, "groups", 1)
+
+
 def value(node: torch.fx.Node) -> torch.Tensor | None:
     val = node.meta.get("val") if isinstance(node, torch.fx.Node) else None
     return val if isinstance(val, torch.Tensor) else None

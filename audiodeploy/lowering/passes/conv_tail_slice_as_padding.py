@@ -22,7 +22,15 @@ from __future__ import annotations
 import torch
 from torch.fx.passes.infra.pass_base import PassResult
 
-from audiodeploy.lowering.passes._graph import ExportedProgramPass, argument, insert_op, replace_node, rewrite_done, value
+from audiodeploy.lowering.passes._graph import (
+    ExportedProgramPass,
+    argument,
+    conv1d_geometry,
+    insert_op,
+    replace_node,
+    rewrite_done,
+    value,
+)
 
 aten = torch.ops.aten
 
@@ -73,10 +81,7 @@ def _symmetric_padding(conv: torch.fx.Node) -> int | None:
     """The padding of a stride-1 ``conv1d`` used only by the slice, else None."""
     if not isinstance(conv, torch.fx.Node) or conv.target != aten.conv1d.default or len(conv.users) != 1:
         return None
-    stride = argument(conv, 3, "stride", [1])
-    padding = argument(conv, 4, "padding", [0])
-    stride = stride if isinstance(stride, int) else stride[0]
-    padding = padding if isinstance(padding, int) else padding[0]
+    stride, padding, _, _ = conv1d_geometry(conv)
     if stride != 1 or not isinstance(padding, int):
         return None
     return padding

@@ -54,6 +54,7 @@ from audiodeploy.lowering.passes._graph import (
     add_constant,
     argument,
     constant_sources,
+    conv1d_geometry,
     drop_constant,
     insert_op,
     replace_node,
@@ -91,12 +92,11 @@ class StridedConvAsGemmPass(ExportedProgramPass):
         """Replace ``conv`` by tap selections and a GEMM; ``None`` when done, else why not."""
         x, weight = conv.args[:2]
         bias = argument(conv, 2, "bias")
-        stride, padding, dilation = (_single(argument(conv, i, name, [d])) for i, name, d in _GEOMETRY)
-        groups = argument(conv, 6, "groups", 1)
+        stride, padding, dilation, groups = conv1d_geometry(conv)
         x_val, w_val = value(x), value(weight)
         if x_val is None or w_val is None or x_val.dtype != torch.float32 or w_val.dtype != torch.float32:
             return "not float32"
-        if stride is None or stride < 2:
+        if not isinstance(stride, int) or stride < 2:
             return "stride 1: the gathered taps would take kernel-size times the input's memory"
         if dilation != 1 or groups != 1 or not isinstance(padding, int):
             return f"dilation {dilation}, groups {groups}, padding {padding}: only dense, undilated, numeric padding"
@@ -113,7 +113,7 @@ class StridedConvAsGemmPass(ExportedProgramPass):
             gemm = insert_op(graph, aten.conv2d.default, (gathered, gemm_weight, bias), origin=conv)
             y = insert_op(graph, aten.squeeze.dim, (gemm, 2), origin=conv)
         replace_node(self.exported_program, conv, y)
-        if weight in sources and not weight.users:
+        if weight in sources:  # the convolution was its only reader
             drop_constant(self.exported_program, weight)
         return None
 
@@ -147,12 +147,3 @@ class StridedConvAsGemmPass(ExportedProgramPass):
         permuted = insert_op(graph, aten.permute.default, (weight, [0, 2, 1]), origin=conv)
         return insert_op(graph, aten.reshape.default, (permuted, gemm_shape), origin=conv)
 
-
-_GEOMETRY = ((3, "stride", 1), (4, "padding", 0), (5, "dilation", 1))
-
-
-def _single(argument_value: object) -> object:
-    """The one entry of a 1-D convolution's stride, padding or dilation (given as an int or a list of one)."""
-    if isinstance(argument_value, (list, tuple)):
-        return argument_value[0] if len(argument_value) == 1 else None
-    return argument_value
