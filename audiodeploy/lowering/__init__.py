@@ -1,21 +1,30 @@
-"""The lowering core: export -> fold computed GEMM weights -> XNNPACK -> .pte, with a report."""
+"""The lowering core: export -> fold computed GEMM weights -> (int8) -> XNNPACK -> .pte, with a report."""
 
 from audiodeploy.lowering.pipeline import LoweredProgram, Method, lower
 from audiodeploy.lowering.report import (
     DeclinedGemm,
     Fold,
+    Fp32Gemm,
     LoweringReport,
     MethodReport,
     NotFolded,
+    QuantizationReport,
+    QuantizedMethod,
 )
+from audiodeploy.lowering.quantize import SCHEMES, QuantizationError
 
 __all__ = [
     "DeclinedGemm",
     "Fold",
+    "Fp32Gemm",
     "LoweredProgram",
     "LoweringReport",
     "Method",
     "MethodReport",
     "NotFolded",
+    "QuantizationError",
+    "QuantizationReport",
+    "QuantizedMethod",
+    "SCHEMES",
     "lower",
 ]

@@ -12,6 +12,9 @@ where 1.5.1 delegates what XNNPACK then computes wrongly or refuses to load:
 These fixes apply to every lowering, ``fold=False`` included: a wrong result is
 never a useful baseline.
 
+With ``merge_partitions=True`` (quantized programs), partitions are merged after 1.5.1's
+partitioner proposes them, see :func:`merge_acyclic_partitions`.
+
 1.5.1 explains each declined node only in a DEBUG log record
 (``WhyNoPartition``); :func:`capture_decline_reasons` collects those records while
 a lowering runs, so the report can say why a GEMM stayed outside the delegates.
@@ -30,6 +33,8 @@ from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPar
 from executorch.exir.backend.partitioner import PartitionResult
 from executorch.exir.backend.utils import WhyNoPartition
 from torch.export import ExportedProgram
+from torch.fx.passes.infra.partitioner import Partition
+from torch.fx.passes.utils.fuser_utils import validate_partition
 
 _logger = logging.getLogger(__name__)
 _why = WhyNoPartition(logger=_logger)
@@ -89,18 +94,51 @@ class ExplainingXnnpackPartitioner(XnnpackPartitioner):
     """XNNPACK partitioner that keeps, after ``partition()``, why it declined each node.
 
     Use one instance per method: ``decline_reasons`` maps node names of the last
-    partitioned program to the reasons given.
+    partitioned program to the reasons given. ``merge_partitions`` merges the proposed
+    partitions wherever that makes no cycle (:func:`merge_acyclic_partitions`).
     """
 
-    def __init__(self) -> None:
+    def __init__(self, merge_partitions: bool = False) -> None:
         super().__init__(configs=PARTITIONER_CONFIGS)
         self.decline_reasons: dict[str, list[str]] = {}
+        self.merge_partitions = merge_partitions
+
+    def generate_partitions(self, ep: ExportedProgram) -> list[Partition]:
+        partitions = super().generate_partitions(ep)
+        return merge_acyclic_partitions(partitions) if self.merge_partitions else partitions
 
     def partition(self, exported_program: ExportedProgram) -> PartitionResult:
         with capture_decline_reasons() as reasons:
             result = super().partition(exported_program)
         self.decline_reasons = reasons
         return result
+
+
+def merge_acyclic_partitions(partitions: list[Partition]) -> list[Partition]:
+    """Merge partitions pairwise, in graph order, while some merge makes no cycle; until none does.
+
+    1.5.1's ``GroupBasedPartitioner`` tries each pair once. A dynamically quantized linear is a
+    group that includes its input's ``choose_qparams``, shared by q, k and v: such groups span
+    a wide stretch of the graph, the single pass cannot merge past them, and a quantized
+    transformer comes out as one delegate per layer with nothing between them. Merging two
+    partitions is valid when no path leaves one and re-enters the other (``validate_partition``);
+    on a program whose partitions cannot merge this changes nothing.
+    """
+    merged = [set(p.nodes) for p in partitions if p.size() > 0]
+    changed = True
+    while changed and len(merged) > 1:
+        changed = False
+        for i in range(len(merged)):
+            for j in range(i + 1, len(merged)):
+                union = merged[i] | merged[j]
+                if validate_partition(list(union)):
+                    merged[i] = union
+                    del merged[j]
+                    changed = True
+                    break
+            if changed:
+                break
+    return [Partition(id=index, nodes=nodes) for index, nodes in enumerate(merged)]
 
 
 class _ReasonCollector(logging.Handler):

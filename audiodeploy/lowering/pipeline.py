@@ -31,6 +31,13 @@ then decides:
    what stock lowering produces (rewrites aside). In the usual case every fold
    lands and lowering runs once.
 
+With ``quantize`` (see :mod:`~audiodeploy.lowering.quantize`), step 3 applies every planned
+fold, quantizes the folded program (PT2E with ``XNNPACKQuantizer``, exported again with the
+same dynamic shapes) and lowers it once, with a partitioner that merges its proposed partitions
+where no cycle forbids it; step 4 does not run (a fold outside the delegates would show in the
+report as an op outside delegates). The program is then run on inputs not used for calibration
+and compared with eager; the measures go to ``report.quantization``.
+
 Identical folds in several methods are stored once: XNNPACK's named data store
 keys constants by a hash of their bytes, and the folds are computed the same way
 in every method.
@@ -43,7 +50,7 @@ import os
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 import torch
 from executorch.exir import (
@@ -67,6 +74,9 @@ from audiodeploy.lowering.passes.fold_computed_gemm_weights import (
     plan_folds,
 )
 from audiodeploy.lowering.report import Fold, LoweringReport, MethodReport, NotFolded, describe_lowered_method
+from audiodeploy.lowering import fidelity as fidelity_measures
+from audiodeploy.lowering.quantize import QuantizedProgram, check_options, generated_signals, quantize_program
+from audiodeploy.lowering.report import Fp32Gemm, QuantizationReport, QuantizedMethod
 
 logger = logging.getLogger(__name__)
 
@@ -112,6 +122,11 @@ def lower(
     dynamic_shapes: Any = None,
     fold: bool = True,
     rewrite: bool | None = None,
+    quantize: str | None = None,
+    calibration: Sequence[tuple[Any, ...]] | Mapping[str, Sequence[tuple[Any, ...]]] | None = None,
+    keep_fp32: Sequence[str] = (),
+    fidelity_inputs: Sequence[tuple[Any, ...]] | Mapping[str, Sequence[tuple[Any, ...]]] | None = None,
+    fidelity: Mapping[str, fidelity_measures.Measure] | None = None,
 ) -> LoweredProgram:
     """Export, rewrite for XNNPACK, fold computed GEMM weights, lower to XNNPACK and serialize.
 
@@ -123,7 +138,21 @@ def lower(
     :data:`~audiodeploy.lowering.passes.XNNPACK_REWRITES` (norms, means, attention
     and reshapes in forms XNNPACK delegates); ``None`` means "as ``fold``", so
     ``fold=False`` alone still gives stock ExecuTorch lowering, for comparison.
+
+    ``quantize`` is ``None`` (fp32), ``"int8-dynamic"`` or ``"int8-static"`` (ExecuTorch's
+    ``PT2E_INT8_DYNAMIC_PER_CHANNEL`` and ``PT2E_INT8_STATIC_PER_CHANNEL``; named as the command
+    line spells them), applied after the rewrites and the fold. ``calibration`` (static only) is a
+    sequence of input tuples run through the prepared model (a mapping method name -> sequence for
+    several methods); without it, generated signals and a warning. ``keep_fp32`` holds module-name
+    patterns (``fnmatch`` on ``nn_module_stack`` paths) whose GEMMs stay fp32. The quantized program
+    is run on ``fidelity_inputs`` (default: two generated signals unlike the calibration ones) and
+    compared with eager by the ``fidelity`` measures (name -> ``(reference, actual) -> float``;
+    default: ``snr_db`` and ``max_abs_diff`` of :mod:`~audiodeploy.lowering.fidelity`).
     """
+    if quantize is not None:
+        check_options(quantize, calibration)
+    elif calibration is not None or keep_fp32:
+        raise TypeError("calibration and keep_fp32 apply to a quantized program: give quantize= too")
     methods = _as_methods(program, example_inputs, dynamic_shapes)
     # run_decompositions({}) only functionalizes (in-place buffer updates become
     # BUFFER_MUTATION outputs); it is the same first step to_edge takes.
@@ -141,7 +170,8 @@ def lower(
     to_fold: dict[str, list[FoldCandidate]] = {name: list(p.candidates) if p else [] for name, p in plans.items()}
     declined_folds: dict[str, list[NotFolded]] = {name: [] for name in exported}
 
-    while True:
+    quantized: dict[str, QuantizedProgram] = {}
+    while quantize is None:
         folded = {name: apply_folds(ep, to_fold[name]) for name, ep in exported.items()}
         partitioners = {name: ExplainingXnnpackPartitioner() for name in exported}
         edge = to_edge_transform_and_lower(
@@ -158,6 +188,25 @@ def lower(
             for candidate, reason in rejected:
                 to_fold[name].remove(candidate)
                 declined_folds[name].append(NotFolded(candidate.gemm_label, reason))
+    if quantize is not None:
+        folded = {name: apply_folds(ep, to_fold[name]) for name, ep in exported.items()}
+        quantized = {
+            name: quantize_program(
+                ep,
+                quantize,
+                dynamic_shapes=methods[name].dynamic_shapes,
+                calibration=_for_method(calibration, name, program),
+                keep_fp32=keep_fp32,
+            )
+            for name, (ep, _) in folded.items()
+        }
+        # The symbols of the second export are new: plan memory from its ranges.
+        export_ranges = {name: export_symbol_ranges(q.program) for name, q in quantized.items()}
+        partitioners = {name: ExplainingXnnpackPartitioner(merge_partitions=True) for name in exported}
+        edge = to_edge_transform_and_lower(
+            {name: q.program for name, q in quantized.items()},
+            partitioner={name: [p] for name, p in partitioners.items()},
+        )
 
     # Described before to_executorch(), which rewrites the edge programs in place.
     methods_report = {
@@ -175,7 +224,15 @@ def lower(
         )
     )
     buffer = executorch_program.buffer
-    report = LoweringReport(fold=fold, pte_bytes=len(buffer), methods=methods_report, rewrite=rewrite)
+    external_data = _external_data(executorch_program)
+    quantization = None
+    if quantize is not None:
+        quantization = _quantization_report(
+            quantize, quantized, methods, buffer, external_data, keep_fp32, fidelity_inputs, fidelity, program
+        )
+    report = LoweringReport(
+        fold=fold, pte_bytes=len(buffer), methods=methods_report, rewrite=rewrite, quantization=quantization
+    )
     for method in report.methods.values():
         if method.gemms_not_delegated:
             logger.warning(
@@ -184,7 +241,69 @@ def lower(
                 len(method.gemms_not_delegated),
                 "; ".join(f"{g.gemm}: {g.reason}" for g in method.gemms_not_delegated),
             )
-    return LoweredProgram(buffer, report, _external_data(executorch_program))
+    return LoweredProgram(buffer, report, external_data)
+
+
+FIDELITY_INPUT_COUNT = 2
+
+
+def _for_method(given: Any, name: str, program: Any) -> Any:
+    """``given`` for method ``name``: itself for a single module, its entry for a mapping of methods."""
+    if given is None or isinstance(program, torch.nn.Module):
+        return given
+    if not isinstance(given, Mapping):
+        raise TypeError("with several methods, give calibration and fidelity inputs as a mapping method name -> inputs")
+    return given.get(name)
+
+
+def _quantization_report(
+    scheme: str,
+    quantized: Mapping[str, QuantizedProgram],
+    methods: Mapping[str, Method],
+    buffer: bytes,
+    external_data: Mapping[str, bytes],
+    keep_fp32: Sequence[str],
+    fidelity_inputs: Any,
+    measures: Mapping[str, fidelity_measures.Measure] | None,
+    program: Any,
+) -> QuantizationReport:
+    """Run the program on inputs not used for calibration and compare with eager, per method."""
+    from executorch.extension.pybindings import portable_lib
+
+    data = next(iter(external_data.values()), None)
+    loaded = (
+        portable_lib._load_for_executorch_from_buffer(buffer)
+        if data is None
+        else portable_lib._load_for_executorch_from_buffer(buffer, data_map_buffer=data)
+    )  # reads from `buffer`, which outlives it here
+    described = "given inputs" if fidelity_inputs is not None else f"{FIDELITY_INPUT_COUNT} generated signals"
+    report_methods = {}
+    for name, method in methods.items():
+        inputs = _for_method(fidelity_inputs, name, program)
+        if inputs is None:  # seed 2: calibration's generated signals use seed 1
+            inputs = generated_signals(method.example_inputs, FIDELITY_INPUT_COUNT, seed=2)
+        references, actuals = [], []
+        with torch.no_grad():
+            for case in inputs:
+                case = tuple(case)
+                expected = method.module(*case)
+                references.append(expected[0] if isinstance(expected, (tuple, list)) else expected)
+                actuals.append(loaded.run_method(name, case)[0])
+        q = quantized[name]
+        report_methods[name] = QuantizedMethod(
+            name=name,
+            quantized_gemms=q.quantized_gemms,
+            fp32_gemms=tuple(Fp32Gemm(gemm, reason) for gemm, reason in q.fp32_gemms),
+            fidelity=fidelity_measures.measure(references, actuals, measures),
+        )
+    calibration = "; ".join(dict.fromkeys(q.calibration for q in quantized.values()))
+    return QuantizationReport(
+        scheme=scheme,
+        calibration=calibration,
+        keep_fp32=tuple(keep_fp32),
+        fidelity_inputs=described,
+        methods=report_methods,
+    )
 
 
 def _external_data(executorch_program: ExecutorchProgramManager) -> dict[str, bytes]:

@@ -62,6 +62,73 @@ class MethodReport:
 
 
 @dataclass(frozen=True)
+class Fp32Gemm:
+    gemm: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class QuantizedMethod:
+    name: str
+    quantized_gemms: tuple[str, ...] = ()
+    """``op @ module.path`` of each GEMM with int8 weights."""
+    fp32_gemms: tuple[Fp32Gemm, ...] = ()
+    """GEMMs on constant weights left in fp32, each with its reason."""
+    fidelity: dict[str, float] = field(default_factory=dict)
+    """Measure name -> value against fp32 eager (e.g. ``snr_db``, ``max_abs_diff``), over every fidelity input."""
+
+
+@dataclass(frozen=True)
+class QuantizationReport:
+    scheme: str
+    """``int8-dynamic`` or ``int8-static``."""
+    calibration: str
+    """Where static activation ranges came from (``"4 generated signals"``, ``"8 given inputs"``, ``"none (dynamic)"``)."""
+    keep_fp32: tuple[str, ...] = ()
+    """The module-name patterns kept in fp32."""
+    fidelity_inputs: str = ""
+    """What the fidelity was measured on (never the calibration inputs)."""
+    methods: dict[str, QuantizedMethod] = field(default_factory=dict)
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "QuantizationReport":
+        methods = {
+            name: QuantizedMethod(
+                name=m["name"],
+                quantized_gemms=tuple(m.get("quantized_gemms", ())),
+                fp32_gemms=tuple(Fp32Gemm(**g) for g in m.get("fp32_gemms", ())),
+                fidelity={k: float(v) for k, v in m.get("fidelity", {}).items()},
+            )
+            for name, m in data.get("methods", {}).items()
+        }
+        return cls(
+            scheme=data["scheme"],
+            calibration=data["calibration"],
+            keep_fp32=tuple(data.get("keep_fp32", ())),
+            fidelity_inputs=data.get("fidelity_inputs", ""),
+            methods=methods,
+        )
+
+    def describe_lines(self) -> list[str]:
+        kept = f"; kept fp32: {', '.join(self.keep_fp32)}" if self.keep_fp32 else ""
+        lines = [f"quantization: {self.scheme}; calibration: {self.calibration}{kept}"]
+        for method in self.methods.values():
+            fidelity = ", ".join(f"{k} {v:.4g}" for k, v in method.fidelity.items())
+            lines.append(
+                f"  method {method.name}: {len(method.quantized_gemms)} int8 GEMM(s), {len(method.fp32_gemms)} fp32"
+                + (f"; vs fp32 eager on {self.fidelity_inputs}: {fidelity}" if fidelity else "")
+            )
+            by_reason: dict[str, list[str]] = {}
+            for g in method.fp32_gemms:
+                by_reason.setdefault(g.reason, []).append(g.gemm)
+            lines.extend(
+                f"  fp32: {gemms[0]}{f' and {len(gemms) - 1} more' if len(gemms) > 1 else ''}: {reason}"
+                for reason, gemms in by_reason.items()
+            )
+        return lines
+
+
+@dataclass(frozen=True)
 class LoweringReport:
     fold: bool
     """Whether computed GEMM weights were folded (False: stock ExecuTorch lowering)."""
@@ -69,6 +136,8 @@ class LoweringReport:
     methods: dict[str, MethodReport] = field(default_factory=dict)
     rewrite: bool = False
     """Whether the graph was rewritten for XNNPACK before partitioning (False: as exported)."""
+    quantization: QuantizationReport | None = None
+    """How the program was quantized and how close it stays to fp32; None for an fp32 program."""
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -90,9 +159,21 @@ class LoweringReport:
             )
             for name, m in data["methods"].items()
         }
-        return cls(fold=data["fold"], pte_bytes=data["pte_bytes"], methods=methods, rewrite=data.get("rewrite", False))
+        quantization = data.get("quantization")
+        return cls(
+            fold=data["fold"],
+            pte_bytes=data["pte_bytes"],
+            methods=methods,
+            rewrite=data.get("rewrite", False),
+            quantization=QuantizationReport.from_dict(quantization) if quantization else None,
+        )
 
     def __str__(self) -> str:
+        return self.describe()
+
+    def describe(self, verbose: bool = False) -> str:
+        """Delegates and ops outside them per method, folds in one line, and what was not folded or not delegated,
+        grouped by reason; `verbose` lists every fold and every refused GEMM instead."""
         steps = [
             step
             for step, on in (("graph rewritten for XNNPACK", self.rewrite), ("computed GEMM weights folded", self.fold))
@@ -110,10 +191,28 @@ class LoweringReport:
                     f"  folded {len(method.folds)} computed weight(s): freed {_size(method.bytes_freed)}, "
                     f"wrote {_size(method.bytes_written)}"
                 )
-                lines.extend(f"    {f.gemm} <- {', '.join(f.sources)}" for f in method.folds)
-            lines.extend(f"  not folded: {n.gemm}: {n.reason}" for n in method.not_folded)
-            lines.extend(f"  GEMM not delegated: {g.gemm}: {g.reason}" for g in method.gemms_not_delegated)
+                if verbose:
+                    lines.extend(f"    {f.gemm} <- {', '.join(f.sources)}" for f in method.folds)
+            lines.extend(_refusals("not folded", [(n.gemm, n.reason) for n in method.not_folded], verbose))
+            lines.extend(
+                _refusals("GEMM not delegated", [(g.gemm, g.reason) for g in method.gemms_not_delegated], verbose)
+            )
+        if self.quantization is not None:
+            lines.extend(self.quantization.describe_lines())
         return "\n".join(lines)
+
+
+def _refusals(what: str, refused: list[tuple[str, str]], verbose: bool) -> list[str]:
+    """One line per refused GEMM when `verbose`, else one line per reason: its GEMM, or how many and the first."""
+    if verbose:
+        return [f"  {what}: {gemm}: {reason}" for gemm, reason in refused]
+    by_reason: dict[str, list[str]] = {}
+    for gemm, reason in refused:
+        by_reason.setdefault(reason, []).append(gemm)
+    return [
+        f"  {what}: {gemms[0]}: {reason}" if len(gemms) == 1 else f"  {what}: {len(gemms)} GEMMs ({gemms[0]}, ...): {reason}"
+        for reason, gemms in by_reason.items()
+    ]
 
 
 def _size(n: int) -> str:

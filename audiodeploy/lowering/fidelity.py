@@ -1,0 +1,102 @@
+"""How close a program's outputs are to the reference (fp32 eager): model-free measures.
+
+Each measure takes ``(reference, actual)`` tensors of the same shape and returns a float:
+
+- :func:`output_snr_db`: signal-to-noise ratio of ``actual`` against ``reference``, in dB
+  (``10 log10(sum(ref^2) / sum((act - ref)^2))``; infinite when they are equal);
+- :func:`max_abs_diff`;
+- :func:`frame_argmax_agreement`: for CTC logits ``[..., frames, vocabulary]``, the fraction of
+  frames whose most likely token is the same;
+- :func:`waveform_snr_db`: the SNR of a waveform, the same formula as :func:`output_snr_db`, named
+  for what a vocoder's report should say.
+
+A log-mel distance needs a mel front end, which the lowering core does not have: pass
+``log_mel_distance(mel)`` with the caller's front end (any callable ``waveform -> mel``).
+
+:func:`measure` pools every input's outputs (flattened to ``[-1, last dim]`` and concatenated), so
+an SNR is the energy ratio over all inputs, not a mean of per-input ratios. Outputs whose last
+dimensions differ (waveforms of several lengths) are flattened and concatenated instead.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Callable, Mapping, Sequence
+
+import torch
+
+Measure = Callable[[torch.Tensor, torch.Tensor], float]
+
+
+def output_snr_db(reference: torch.Tensor, actual: torch.Tensor) -> float:
+    reference, actual = _float(reference, actual)
+    noise = (actual - reference).pow(2).sum().item()
+    signal = reference.pow(2).sum().item()
+    if noise == 0.0:
+        return math.inf
+    if signal == 0.0:
+        return -math.inf
+    return 10.0 * math.log10(signal / noise)
+
+
+def waveform_snr_db(reference: torch.Tensor, actual: torch.Tensor) -> float:
+    return output_snr_db(reference, actual)
+
+
+def max_abs_diff(reference: torch.Tensor, actual: torch.Tensor) -> float:
+    reference, actual = _float(reference, actual)
+    return (actual - reference).abs().max().item() if reference.numel() else 0.0
+
+
+def frame_argmax_agreement(reference: torch.Tensor, actual: torch.Tensor) -> float:
+    """Fraction of frames (every position but the last dimension) with the same argmax over the last dimension."""
+    reference, actual = _float(reference, actual)
+    if reference.numel() == 0:
+        return 1.0
+    return (reference.argmax(-1) == actual.argmax(-1)).double().mean().item()
+
+
+def log_mel_distance(mel: Callable[[torch.Tensor], torch.Tensor], floor: float = 1e-5) -> Measure:
+    """A measure: mean absolute difference of ``log(max(mel(waveform), floor))`` (the caller's front end)."""
+
+    def distance(reference: torch.Tensor, actual: torch.Tensor) -> float:
+        reference, actual = _float(reference, actual)
+        ref = torch.log(torch.clamp(mel(reference), min=floor))
+        act = torch.log(torch.clamp(mel(actual), min=floor))
+        return (ref - act).abs().mean().item()
+
+    return distance
+
+
+DEFAULT_MEASURES: Mapping[str, Measure] = {"snr_db": output_snr_db, "max_abs_diff": max_abs_diff}
+
+
+def measure(
+    references: Sequence[torch.Tensor],
+    actuals: Sequence[torch.Tensor],
+    measures: Mapping[str, Measure] | None = None,
+) -> dict[str, float]:
+    """Every measure on all outputs pooled: ``references[i]`` and ``actuals[i]`` come from the same input."""
+    if len(references) != len(actuals) or not references:
+        raise ValueError("measure() takes one reference per actual output, and at least one")
+    measures = DEFAULT_MEASURES if measures is None else measures
+    same_last = len({tuple(t.shape[-1:]) for t in [*references, *actuals]}) == 1
+    reference = torch.cat([_pooled(r, same_last) for r in references])
+    actual = torch.cat([_pooled(a, same_last) for a in actuals])
+    if reference.shape != actual.shape:
+        raise ValueError(f"outputs differ in shape: reference {tuple(reference.shape)}, actual {tuple(actual.shape)}")
+    return {name: float(fn(reference, actual)) for name, fn in measures.items()}
+
+
+def _pooled(tensor: torch.Tensor, rows: bool) -> torch.Tensor:
+    """``[-1, last dim]`` when every output has the same last dimension (logits), else flat (waveforms)."""
+    tensor = tensor.detach()
+    if not rows:
+        return tensor.reshape(-1)
+    return tensor.reshape(-1, tensor.shape[-1]) if tensor.dim() > 0 else tensor.reshape(1, 1)
+
+
+def _float(reference: torch.Tensor, actual: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    if reference.shape != actual.shape:
+        raise ValueError(f"outputs differ in shape: reference {tuple(reference.shape)}, actual {tuple(actual.shape)}")
+    return reference.detach().double(), actual.detach().double()
