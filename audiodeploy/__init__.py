@@ -1,7 +1,32 @@
-"""audiodeploy: speech and audio models from PyTorch to phones, through ExecuTorch and XNNPACK."""
+"""audiodeploy: speech and audio models from PyTorch to phones, through ExecuTorch and XNNPACK.
 
-from audiodeploy.lowering import LoweredProgram, LoweringReport, Method, lower
+    import audiodeploy
+    lowered = audiodeploy.lower(module, example_inputs)      # the lowering core
+    from audiodeploy import recipes                          # model families, built for export
+    model = audiodeploy.runtime.load("wav2vec2.pte")         # run a program; no model code needed
+
+The lowering core imports torch and executorch; they are imported when first used, so that the command line
+answers `--help` at once and running a program does not pay for what it does not use.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
 
-__all__ = ["LoweredProgram", "LoweringReport", "Method", "lower", "__version__"]
+_LOWERING = ("LoweredProgram", "LoweringReport", "Method", "lower")
+
+__all__ = [*_LOWERING, "__version__"]
+
+if TYPE_CHECKING:
+    from audiodeploy.lowering import LoweredProgram, LoweringReport, Method, lower
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LOWERING:
+        return getattr(importlib.import_module("audiodeploy.lowering"), name)
+    if name in ("runtime", "recipes", "program", "bench", "lowering"):
+        return importlib.import_module(f"audiodeploy.{name}")
+    raise AttributeError(f"module 'audiodeploy' has no attribute {name!r}")

@@ -1,21 +1,34 @@
 """The ``audiodeploy`` command: list, export, run, inspect, bench.
 
-Thin glue over the public Python API (``audiodeploy.recipes``, ``audiodeploy.lower``,
-``audiodeploy.runtime``). A user mistake prints one line that names the problem and
-what to do, exits non-zero, and leaves no partial file behind.
+Thin glue over the public Python API (``audiodeploy.recipes``, ``audiodeploy.lower``, ``audiodeploy.runtime``,
+``audiodeploy.bench``). Every mistake, bad input or interruption ends in one line on stderr and a non-zero exit:
+2 for a mistake, 130 for Ctrl-C, 128 + N for another signal; the user's files are left as they were and no
+temporary file is left behind. Nothing that is not about the user's input is printed unless ``-v``.
+
+Only typer and rich are imported up front; torch, executorch and the model libraries are imported by the commands
+that need them, so that ``--help``, ``list`` and usage errors answer at once.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import signal
 import sys
 import time
 from pathlib import Path
-from typing import Annotated, Any, Iterator, Optional
+from typing import TYPE_CHECKING, Annotated, Any, Iterator, Optional
 
 import typer
 from rich.console import Console
+
+from audiodeploy import _output
+from audiodeploy._files import OutputPathError, atomic_write_text, check_writable, display, refuse_overwrite
+from audiodeploy.native.cli import runner_app
+
+if TYPE_CHECKING:
+    from audiodeploy.lowering import LoweredProgram
+    from audiodeploy.recipes.spec import BuiltModel
 
 app = typer.Typer(
     name="audiodeploy",
@@ -23,42 +36,63 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
 )
-out = Console(soft_wrap=True)
-err = Console(stderr=True, soft_wrap=True)
+app.add_typer(runner_app, name="runner")
+out = Console(soft_wrap=True, highlight=False)
+err = Console(stderr=True, soft_wrap=True, highlight=False)
 
 
 class UserError(Exception):
     """A mistake in what the user asked for: the message is shown as is."""
 
 
-def _user_errors() -> tuple[type[BaseException], ...]:
-    from audiodeploy.bench.errors import BenchError
-    from audiodeploy.recipes.errors import RecipeError
-    from audiodeploy.runtime import ProgramLoadError
-    from audiodeploy.runtime.audio import AudioInputError
-    from audiodeploy.runtime.sidecar import SidecarError
+class Interrupted(BaseException):
+    """A stop signal (Ctrl-C's SIGINT, SIGTERM, SIGHUP) turned into an exception that unwinds the command, so every
+    temporary file is removed on the way out. Not a KeyboardInterrupt: typer would turn that into a silent exit."""
 
-    return (UserError, RecipeError, ProgramLoadError, AudioInputError, SidecarError, BenchError)
+    def __init__(self, signal_number: int) -> None:
+        super().__init__(signal_number)
+        self.signal_number = signal_number
+
+
+def _user_errors() -> tuple[type[BaseException], ...]:
+    """The exception types whose message is a complete one-line answer to the user."""
+    errors: list[type[BaseException]] = [UserError, OutputPathError]
+    modules = {
+        "audiodeploy.program.description": ("DescriptionError",),
+        "audiodeploy.program.spec": ("InputLengthError",),
+        "audiodeploy.runtime.audio": ("AudioInputError",),
+        "audiodeploy.runtime.program": ("ProgramLoadError", "ProgramInputError", "ProgramRunError"),
+        "audiodeploy.runtime.pte_check": ("ProgramLoadError",),
+        "audiodeploy.runtime.model": ("WindowOptionError",),
+        "audiodeploy.recipes.errors": ("RecipeError",),
+        "audiodeploy.bench.errors": ("BenchError",),
+        "audiodeploy.native": ("NativeError",),
+    }
+    # Only the modules a command imported can have raised; importing the others now would cost seconds.
+    for module_name, names in modules.items():
+        module = sys.modules.get(module_name)
+        errors.extend(getattr(module, name) for name in names if module is not None and hasattr(module, name))
+    return tuple(errors)
+
+
+@app.callback()
+def _options(
+    verbose: Annotated[
+        bool, typer.Option("-v", "--verbose", help="Also show library warnings, runtime logs and every fold.")
+    ] = False,
+) -> None:
+    _output.configure(verbose)
 
 
 @contextlib.contextmanager
 def _step(message: str) -> Iterator[None]:
-    """A spinner with the elapsed time for a step that may take a while, then its duration."""
+    """A spinner for a step that may take a while, then its duration."""
     start = time.monotonic()
     with err.status(f"{message}..."):
         yield
-    err.print(f"{message}: done in {time.monotonic() - start:.1f} s")
-
-
-def _writable_target(path: Path) -> Path:
-    if path.exists() and path.is_dir():
-        raise UserError(f"{path} is a directory; give a file name for the output, e.g. {path / 'model.pte'}")
-    if not path.parent.is_dir():
-        raise UserError(f"cannot write {path}: directory {path.parent} does not exist; create it or choose another -o")
-    if not os.access(path.parent, os.W_OK):
-        raise UserError(f"cannot write {path}: directory {path.parent} is not writable; choose another -o")
-    return path
+    err.print(f"{message}: done in {time.monotonic() - start:.1f} s", markup=False)
 
 
 @app.command("list")
@@ -67,14 +101,25 @@ def list_recipes() -> None:
     from audiodeploy import recipes
 
     for name in recipes.available():
-        recipe = recipes.get(name)
-        info = recipe.describe()
+        info = recipes.get(name).describe()
         variants = ", ".join(
             f"{v['name']}{' (default)' if v['name'] == info['default_variant'] else ''}" for v in info["variants"]
         )
         out.print(f"[bold]{name}[/bold]: {info['description']}")
-        out.print(f"  variants: {variants}")
-        out.print(f"  sources: {', '.join(info['sources'])}; {info['sample_rate']} Hz; input: {info['input']}")
+        out.print(f"  variants: {variants}", markup=False)
+        out.print(f"  sources: {', '.join(info['sources'])}; {info['sample_rate']} Hz; input: {info['input']}", markup=False)
+
+
+def _program_targets(output: Path) -> tuple[Path, Path]:
+    """The .pte and sidecar paths an export writes, both checked writable and distinct."""
+    from audiodeploy.program.description import sidecar_path
+
+    sidecar = sidecar_path(output)
+    if sidecar == output:
+        raise UserError(f"-o {display(output)}: the program's sidecar would overwrite it; give the program a .pte name")
+    check_writable(output)
+    check_writable(sidecar, option="-o (its sidecar)")
+    return output, sidecar
 
 
 @app.command()
@@ -84,22 +129,55 @@ def export(
     source: Annotated[Optional[str], typer.Option(help="Library to build from; default: the recipe's first.")] = None,
     weights: Annotated[
         Optional[str],
-        typer.Option(help="Local directory (from_pretrained), hub id, or torchaudio state dict; default: synthetic."),
+        typer.Option(
+            help="Local directory (from_pretrained), hub id, torchaudio state dict, or an original HiFi-GAN "
+            "generator checkpoint (a file, or a directory with config.json); default: synthetic."
+        ),
     ] = None,
     seconds: Annotated[Optional[float], typer.Option(help="Export one fixed input length, in seconds.")] = None,
     min_seconds: Annotated[Optional[float], typer.Option(help="Shortest input the program accepts.")] = None,
     max_seconds: Annotated[Optional[float], typer.Option(help="Longest input the program accepts.")] = None,
     no_fold: Annotated[bool, typer.Option("--no-fold", help="Stock ExecuTorch lowering, for comparison.")] = False,
+    quantize: Annotated[
+        Optional[str],
+        typer.Option(
+            help="int8-dynamic (int8 weights, activations quantized at run time) or int8-static (activation "
+            "ranges calibrated ahead); computed weights are folded first. Default: fp32."
+        ),
+    ] = None,
+    calibrate: Annotated[
+        Optional[list[Path]],
+        typer.Option(help="With int8-static: audio files or directories to calibrate on (repeat); default: generated signals."),
+    ] = None,
+    keep_fp32: Annotated[
+        Optional[list[str]],
+        typer.Option(
+            "--keep-fp32",
+            help="Module-name pattern (fnmatch) whose GEMMs stay fp32, e.g. '*.lm_head' (repeat); default: the "
+            "recipe's most sensitive layers.",
+        ),
+    ] = None,
     output: Annotated[Optional[Path], typer.Option("-o", "--output", help="Where to write the .pte.")] = None,
 ) -> None:
-    """Build a recipe's model, lower it to XNNPACK and write a .pte with a JSON sidecar."""
+    """Build a recipe's model, lower it to XNNPACK (fp32 or int8) and write a .pte with a JSON sidecar."""
     from audiodeploy import recipes
+    from audiodeploy.recipes.calibration import calibration_files, calibration_inputs, fidelity_measures
     from audiodeploy.recipes.spec import LengthRange
 
     if seconds is not None and (min_seconds is not None or max_seconds is not None):
         raise UserError("give either --seconds or --min-seconds/--max-seconds, not both")
     recipe_ = recipes.get(recipe)
     chosen_variant = recipe_.variant(variant).name
+    chosen_source = recipe_.source(source)
+    if quantize is None and (calibrate or keep_fp32):
+        raise UserError("--calibrate and --keep-fp32 apply to quantized exports: add --quantize int8-static or int8-dynamic")
+    if quantize is not None:
+        recipe_.check_int8_scheme(quantize)
+        if no_fold:
+            raise UserError("--quantize folds computed weights before it quantizes them: drop --no-fold")
+        if calibrate and quantize != "int8-static":
+            raise UserError(f"--calibrate is for int8-static; {quantize} quantizes activations at run time")
+    files = calibration_files(calibrate) if calibrate else None
     length_range = None
     if seconds is not None:
         length_range = LengthRange.fixed(seconds)
@@ -110,170 +188,170 @@ def export(
             default.max_seconds if max_seconds is None else max_seconds,
         )
     default_name = recipe if chosen_variant == recipe_.default_variant else f"{recipe}-{chosen_variant}"
-    target = _writable_target(output or Path(f"{default_name}.pte"))
+    if quantize is not None:
+        default_name += f"-{quantize}"  # beside the fp32 program, not over it
+    target, sidecar = _program_targets(output or Path(f"{default_name}.pte"))
 
     with _step(f"building {recipe} {chosen_variant}"):
         built = recipe_.build(variant=chosen_variant, source=source, weights=weights, length_range=length_range)
-    err.print(f"weights: {built.weights_provenance}")
+    err.print(f"weights: {built.weights_provenance}", markup=False)
+    for note in built.notes:
+        err.print(f"note: {note}", markup=False)
     import audiodeploy
 
+    keep: tuple[str, ...] = ()
+    calibration = None
+    if quantize is not None:
+        keep = tuple(keep_fp32) if keep_fp32 else recipe_.default_keep_fp32(chosen_source)
+        if files is not None:
+            calibration = calibration_inputs(built, files)
+        elif quantize == "int8-static":
+            err.print(
+                "note: no --calibrate: activation ranges come from generated signals; calibrate on audio the model "
+                "will hear for better int8 accuracy",
+                markup=False,
+            )
     with _step("lowering to ExecuTorch + XNNPACK (large models take minutes)"):
         lowered = audiodeploy.lower(
-            built.module, built.example_inputs, dynamic_shapes=built.dynamic_shapes, fold=not no_fold
+            built.module,
+            built.example_inputs,
+            dynamic_shapes=built.dynamic_shapes,
+            fold=not no_fold,
+            quantize=quantize,
+            calibration=calibration,
+            keep_fp32=keep,
+            fidelity=fidelity_measures(built) if quantize is not None else None,
         )
     with _step("checking the program against eager PyTorch"):
         max_abs_diff = _max_abs_diff(lowered, built)
-    if max_abs_diff > built.atol:
+    # int8 is measured by its fidelity (in the report and the sidecar), not held to the fp32 tolerance.
+    if quantize is None and max_abs_diff > built.atol:
         raise UserError(
             f"the lowered program differs from eager PyTorch by {max_abs_diff:.2e} (tolerance {built.atol:.0e}); "
             "nothing was written: please report this with the command you ran"
         )
-    from audiodeploy.runtime.sidecar import write_sidecar
-
-    model = built.describe()
-    model["max_abs_diff_vs_eager"] = max_abs_diff
-    try:
-        lowered.save(target)
-        write_sidecar(target, model, lowered.report.to_dict())
-    except BaseException:
-        target.unlink(missing_ok=True)
-        raise
-    out.print(str(lowered.report))
-    out.print(f"max abs diff vs eager: {max_abs_diff:.2e} (tolerance {built.atol:.0e})")
-    out.print(f"wrote {target} ({lowered.report.pte_bytes / 2**20:.1f} MiB) and {target.with_suffix('.json').name}")
+    _write_program(lowered, built, max_abs_diff, target, sidecar)
+    out.print(lowered.report.describe(verbose=_output.verbose()), markup=False)
+    tolerance = f"tolerance {built.atol:.0e}" if quantize is None else f"{quantize}; fp32 tolerance {built.atol:.0e} not applied"
+    out.print(f"max abs diff vs eager: {max_abs_diff:.2e} ({tolerance})")
+    out.print(
+        f"wrote {display(target)} ({lowered.report.pte_bytes / 2**20:.1f} MiB) and {display(sidecar.name)}", markup=False
+    )
     if built.weights_provenance.startswith("synthetic"):
         out.print("[yellow]note: synthetic weights: the model's outputs are meaningless, its speed is real[/yellow]")
 
 
-def _max_abs_diff(lowered: Any, built: Any) -> float:
+def _write_program(lowered: LoweredProgram, built: BuiltModel, max_abs_diff: float, target: Path, sidecar: Path) -> None:
+    """The .pte, its sidecar (and any .ptd) replaced together, or not at all."""
+    from audiodeploy._files import atomic_write_files
+    from audiodeploy.program.description import sidecar_content
+    from audiodeploy.runtime.program import mark_verified
+
+    model = built.describe()
+    model["max_abs_diff_vs_eager"] = max_abs_diff
+    files = {target: lowered.buffer}
+    files.update({target.parent / f"{tag}.ptd": data for tag, data in lowered.external_data.items()})
+    files[sidecar] = sidecar_content(target, lowered.buffer, model, lowered.report.to_dict())
+    atomic_write_files(files)
+    # This process made these bytes and ran them: later loads need not probe them in a child process.
+    mark_verified(lowered.buffer)
+
+
+def _max_abs_diff(lowered: LoweredProgram, built: BuiltModel) -> float:
     import torch
 
     from audiodeploy.runtime import Program
 
-    program = Program(lowered.buffer)
+    program = Program(lowered.buffer, origin="the lowered program", trusted=True)
     with torch.no_grad():
         expected = built.module(*built.example_inputs)
     actual = program.run(built.example_inputs)[0]
     return float((actual - expected).abs().max())
 
 
+_WINDOW_HELP = "Seconds of input per run of the program; default: the longest input it takes."
+_OVERLAP_HELP = "Seconds shared by neighbouring windows; default: a fifth of a window."
+
+
 @app.command()
 def run(
-    model: Annotated[Path, typer.Argument(help="The .pte written by `audiodeploy export`.")],
-    input: Annotated[Path, typer.Argument(help="Audio (wav, flac, ogg); for a vocoder also a mel spectrogram .npy.")],
+    model: Annotated[Path, typer.Argument(help="The .pte written by `audiodeploy export` (its .json beside it).")],
+    input: Annotated[Path, typer.Argument(help="Audio (wav, flac, ogg, ...); for a vocoder also a mel .npy.")],
     output: Annotated[Optional[Path], typer.Option("-o", "--output", help="Transcript .txt or vocoded .wav.")] = None,
+    window: Annotated[Optional[float], typer.Option(help=_WINDOW_HELP)] = None,
+    overlap: Annotated[Optional[float], typer.Option(help=_OVERLAP_HELP)] = None,
 ) -> None:
-    """Run a .pte on real input: a transcript for speech recognizers, a .wav for vocoders."""
-    from audiodeploy.runtime.sidecar import read_sidecar
+    """Run a .pte on input of any length: a transcript for speech recognizers, a .wav for vocoders."""
+    from audiodeploy.program.description import sidecar_path
 
-    program = _load_program(model)
-    description = read_sidecar(model)["model"]
-    if output is not None:
-        _writable_target(output)
-    if description["output"]["kind"] == "ctc-logits":
-        _run_asr(program, description, input, output)
-    else:
-        _run_vocoder(program, description, input, output)
+    protected = [(model, "the program"), (sidecar_path(model), "the program's sidecar"), (input, "the input")]
+    if output is not None:  # without -o a transcript is printed, and a vocoded wav is named after the input
+        refuse_overwrite(output, protected)
+        check_writable(output)
 
+    from audiodeploy.runtime import SpeechRecognizer, Vocoder, load
 
-def _load_program(path: Path):
-    from audiodeploy.runtime import Program
-
-    if not path.is_file():
-        raise UserError(f"{path}: no such file; give the .pte written by `audiodeploy export`")
-    return Program.load(path)
-
-
-def _run_asr(program, description: dict, input: Path, output: Optional[Path]) -> None:
-    import torch
-
-    from audiodeploy._files import atomic_write_text
-    from audiodeploy.recipes._ctc import CtcVocabulary
-    from audiodeploy.recipes.spec import InputSpec
-    from audiodeploy.runtime.audio import read_mono
-
-    spec = InputSpec.from_dict(description["input"])
-    waveform = read_mono(input, spec.sample_rate)
-    padded = spec.padded_length(waveform.numel())
-    batch = torch.nn.functional.pad(waveform, (0, padded - waveform.numel())).reshape(spec.shape(padded))
-    logits = program.run((batch,))[0]
-    text = CtcVocabulary.from_dict(description["vocabulary"]).decode(logits)
-    if output is not None:
-        atomic_write_text(output, text + "\n")
-    out.print(text, markup=False, highlight=False)
-
-
-def _run_vocoder(program, description: dict, input: Path, output: Optional[Path]) -> None:
-    import torch
-
-    from audiodeploy.recipes._audio import MelSpectrogram
-    from audiodeploy.recipes.spec import InputSpec
-    from audiodeploy.runtime.audio import read_mono, write_wav
-
-    spec = InputSpec.from_dict(description["input"])
-    if input.suffix == ".npy":
-        mel = _read_mel(input, spec.feature_size)
-    else:
-        mel = MelSpectrogram.from_dict(description["mel"])(read_mono(input, spec.sample_rate))
-    frames = mel.shape[1]
-    padded = spec.padded_length(frames)
-    batch = torch.nn.functional.pad(mel, (0, 0, 0, padded - frames))
-    waveform = program.run((batch,))[0].reshape(-1)[: frames * spec.samples_per_step]
-    target = output or input.with_name(f"{input.stem}.vocoded.wav")
-    _writable_target(target)
-    write_wav(target, waveform, spec.sample_rate)
-    seconds = waveform.numel() / spec.sample_rate
-    out.print(f"wrote {target}: {waveform.numel()} samples, {seconds:.2f} s at {spec.sample_rate} Hz")
-
-
-def _read_mel(path: Path, mel_bins: int | None):
-    import numpy as np
-    import torch
-
-    if not path.is_file():
-        raise UserError(f"{path}: no such file; give a mel spectrogram .npy or an audio file")
-    try:
-        array = np.load(path, allow_pickle=False)
-    except (ValueError, OSError) as error:
-        raise UserError(f"{path}: not a readable .npy array ({error}); save the mel with numpy.save") from None
-    if array.ndim == 3 and array.shape[0] == 1:
-        array = array[0]
-    if array.ndim != 2 or array.shape[1] != mel_bins or array.shape[0] == 0:
+    loaded = load(model)
+    if isinstance(loaded, SpeechRecognizer):
+        transcript = loaded.transcribe(input, window_seconds=window, overlap_seconds=overlap, progress=True)
+        if output is not None:
+            atomic_write_text(output, transcript.text + "\n")
+        out.print(transcript.text, markup=False)
+        return
+    if not isinstance(loaded, Vocoder):
         raise UserError(
-            f"{path}: mel spectrogram of shape {array.shape}; this vocoder takes (frames, {mel_bins}) "
-            f"or (1, frames, {mel_bins})"
+            f"{display(sidecar_path(model))}: no sidecar beside {display(model.name)}; `run` needs it to know what "
+            "the program expects: export it with `audiodeploy export`, which writes both"
         )
-    return torch.from_numpy(np.ascontiguousarray(array, dtype=np.float32)).unsqueeze(0)
+    target = output or input.with_name(f"{input.stem}.vocoded.wav")
+    if output is None:
+        refuse_overwrite(target, protected)
+        check_writable(target)
+    written = loaded.vocode_to_file(input, target, window_seconds=window, overlap_seconds=overlap, progress=True)
+    out.print(
+        f"wrote {display(written.path)}: {written.samples} samples, {written.seconds:.2f} s at {written.sample_rate} Hz",
+        markup=False,
+    )
 
 
 @app.command()
 def inspect(model: Annotated[Path, typer.Argument(help="A .pte file.")]) -> None:
     """Methods, delegates, ops outside delegates and size of a .pte, and its sidecar's summary."""
+    from audiodeploy.program.description import read_sidecar, sidecar_path
+    from audiodeploy.runtime import Program
     from audiodeploy.runtime.inspection import describe_program
-    from audiodeploy.runtime.sidecar import SidecarError, read_sidecar
 
-    _load_program(model)  # verifies the program before parsing it
-    summary = describe_program(model.read_bytes())
-    out.print(f"{model}: {model.stat().st_size / 2**20:.2f} MiB")
-    for method in summary:
+    program = Program.load(model)  # verifies the program before parsing it
+    shown = display(model)
+    out.print(f"{shown}: {len(program.buffer) / 2**20:.2f} MiB", markup=False)
+    for method in describe_program(program.buffer):
         outside = ", ".join(f"{op} x{n}" for op, n in method.kernels.items()) or "none"
-        out.print(f"method {method.name}: {method.delegates} delegate call(s) {method.backends}; kernels outside: {outside}")
-    try:
-        sidecar = read_sidecar(model)
-    except SidecarError as error:
-        out.print(f"no sidecar: {error}")
+        out.print(
+            f"method {method.name}: {method.delegates} delegate call(s) {method.backends}; kernels outside: {outside}",
+            markup=False,
+        )
+    if not sidecar_path(model).exists():
+        out.print(f"no sidecar: {display(sidecar_path(model))} does not exist", markup=False)
         return
-    described = sidecar["model"]
+    sidecar = read_sidecar(model)
+    sidecar.check_digest(program.buffer, shown)
+    described = sidecar.description
+    described.check_program(program.input_specs(), program.output_specs(), shown)
+    low, high = described.length_range_seconds
     out.print(
-        f"model: {described['recipe']} {described['variant']} from {described['source']}; "
-        f"{described['sample_rate']} Hz; input {described['input']['kind']} "
-        f"{described['length_range_seconds'][0]:g}-{described['length_range_seconds'][1]:g} s"
+        f"model: {described.recipe} {described.variant} from {described.source}; {described.sample_rate} Hz; "
+        f"input {described.input.kind} {low:g}-{high:g} s",
+        markup=False,
     )
-    out.print(f"weights: {described['weights']}")
+    out.print(f"weights: {described.weights}", markup=False)
     from audiodeploy.lowering import LoweringReport
 
-    out.print(str(LoweringReport.from_dict(sidecar["lowering"])))
-    out.print("versions: " + ", ".join(f"{k} {v}" for k, v in sidecar["versions"].items()))
+    try:
+        report = LoweringReport.from_dict(dict(sidecar.lowering))
+    except (KeyError, TypeError, ValueError) as error:
+        raise UserError(f"{display(sidecar.path)}: its lowering report is malformed ({error}); export the model again") from None
+    out.print(report.describe(verbose=_output.verbose()), markup=False)
+    out.print("versions: " + ", ".join(f"{k} {v}" for k, v in sidecar.versions.items()), markup=False)
 
 
 @app.command()
@@ -287,7 +365,10 @@ def bench(
         typer.Option(help="Audio duration to measure at; repeat for several lengths. Default: 1 s."),
     ] = None,
     compare: Annotated[
-        Optional[str], typer.Option(help="Also measure, in the same run: stock,eager,onnxruntime (any of them).")
+        Optional[str],
+        typer.Option(
+            help="Also measure, in the same run: stock,eager,onnxruntime,audiodeploy-int8,onnxruntime-int8 (any of them)."
+        ),
     ] = None,
     runs: Annotated[int, typer.Option(help="Timed runs of each runtime (stock: --stock-runs).")] = 10,
     warmup: Annotated[int, typer.Option(help="Untimed warm-up runs before timing.")] = 2,
@@ -296,9 +377,20 @@ def bench(
     threads: Annotated[
         Optional[int], typer.Option(help="Threads for every runtime; default: ExecuTorch's (performant cores).")
     ] = None,
-    device: Annotated[str, typer.Option(help="local (this process), adb, or adb:SERIAL (an Android phone).")] = "local",
+    device: Annotated[
+        str,
+        typer.Option(
+            help="local (this process), native (this process and the C++ runner side by side), qemu-aarch64 (the "
+            "arm64 runner emulated here), adb or adb:SERIAL (an Android phone), or ssh:[USER@]HOST[:PORT] (an arm64 "
+            "Linux board)."
+        ),
+    ] = "local",
     runner: Annotated[
-        Optional[Path], typer.Option(help="With --device adb: executor_runner built for arm64-v8a with XNNPACK.")
+        Optional[Path],
+        typer.Option(
+            help="With --device adb: ExecuTorch's executor_runner built with the NDK, pushed instead of the "
+            "project's arm64 bundle (the default)."
+        ),
     ] = None,
     json_path: Annotated[Optional[Path], typer.Option("--json", help="Write the results as JSON here.")] = None,
     plot: Annotated[Optional[Path], typer.Option(help="Write a PNG chart of the latencies here.")] = None,
@@ -308,6 +400,22 @@ def bench(
     """Latency of a recipe or .pte: load time, median/p90/min, real-time factor, memory, delegates; with
     --compare, side by side with stock ExecuTorch, eager PyTorch and ONNX Runtime, interleaved in one run."""
     import shlex
+
+    outputs = [(path, option) for path, option in ((json_path, "--json"), (plot, "--plot")) if path is not None]
+    for path, option in outputs:
+        protected = [(Path(target), "the program being measured")] + [(p, o) for p, o in outputs if o != option]
+        refuse_overwrite(path, protected, option)
+        check_writable(path, option)
+    if "OMP_WAIT_POLICY" not in os.environ:
+        # PyTorch's OpenMP threads spin between ops by default; on a machine where another process holds a
+        # core that made eager PyTorch 40x slower here, and in an interleaved run a spinning pool takes the
+        # CPU from the runtime timed next. The policy is read when torch loads, hence a fresh process, started
+        # before torch is imported here.
+        os.execve(
+            sys.executable,
+            [sys.executable, "-m", "audiodeploy", *sys.argv[1:]],
+            {**os.environ, "OMP_WAIT_POLICY": "PASSIVE"},
+        )
 
     from audiodeploy.bench import BenchRequest, check, format_table, parse_compare, run_bench, write_json
     from audiodeploy.bench.plot import render_png, require_matplotlib, write_png
@@ -331,57 +439,78 @@ def bench(
         command=shlex.join(["audiodeploy", *sys.argv[1:]]),
     )
     check(request)
-    for path in (json_path, plot):
-        if path is not None:
-            _writable_target(path)
     if plot is not None:
         require_matplotlib()
-    if "OMP_WAIT_POLICY" not in os.environ:
-        # PyTorch's OpenMP threads spin between ops by default; on a machine where another process holds a
-        # core that made eager PyTorch 40x slower here, and in an interleaved run a spinning pool takes the
-        # CPU from the runtime timed next. The policy is read when torch loads, hence a fresh process.
-        os.execve(
-            sys.executable,
-            [sys.executable, "-m", "audiodeploy", *sys.argv[1:]],
-            {**os.environ, "OMP_WAIT_POLICY": "PASSIVE"},
-        )
-
     start = time.monotonic()
 
     def progress(message: str) -> None:
-        err.print(f"[{time.monotonic() - start:7.1f} s] {message}", markup=False, highlight=False)
+        err.print(f"[{time.monotonic() - start:7.1f} s] {message}", markup=False)
 
     record = run_bench(request, log=progress)
     png = render_png(record) if plot is not None else None  # before writing anything
-    out.print(format_table(record), markup=False, highlight=False)
+    out.print(format_table(record), markup=False)
     if json_path is not None:
         write_json(json_path, record)
-        out.print(f"wrote {json_path}")
+        out.print(f"wrote {display(json_path)}", markup=False)
     if plot is not None and png is not None:
         write_png(plot, png)
-        out.print(f"wrote {plot}")
+        out.print(f"wrote {display(plot)}", markup=False)
 
 
-def main() -> None:
-    errors = _user_errors()
+def _raise_interrupted(signal_number: int, frame: Any) -> None:
+    raise Interrupted(signal_number)
+
+
+def _one_line(error: BaseException) -> str:
+    return " ".join(str(error).split()) or type(error).__name__
+
+
+def _os_error_line(error: OSError) -> str:
+    where = f"{display(error.filename)}: " if error.filename is not None else ""
+    return f"{where}{error.strerror or _one_line(error)}"
+
+
+def main(argv: list[str] | None = None) -> None:
+    """The console entry point: run the command, and turn every way it can end into an exit status and at most
+    one line on stderr."""
+    for stop in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(stop, _raise_interrupted)
     try:
-        app(standalone_mode=False)
-    except errors as error:
-        err.print(f"error: {error}", markup=False, highlight=False)
+        try:
+            code = app(args=argv, prog_name="audiodeploy", standalone_mode=False)
+        except typer.exceptions.TyperException as usage:
+            if isinstance(usage, (typer.Abort, typer.Exit)) or not hasattr(usage, "show"):
+                raise
+            usage.show()  # click's usage message: the command's usage line and one line saying what is wrong
+            sys.exit(getattr(usage, "exit_code", 2))
+    except _user_errors() as error:
+        err.print(f"error: {_one_line(error)}", markup=False)
         sys.exit(2)
-    except typer.Abort:
-        err.print("aborted")
+    except Interrupted as stop:
+        what = "interrupted" if stop.signal_number == signal.SIGINT else f"stopped by {signal.Signals(stop.signal_number).name}"
+        err.print(f"{what}: the files you had are as they were", markup=False)
+        sys.exit(128 + stop.signal_number)
+    except (KeyboardInterrupt, typer.Abort):
+        err.print("interrupted: the files you had are as they were", markup=False)
         sys.exit(130)
-    except (typer.Exit, SystemExit) as done:
-        code = getattr(done, "exit_code", getattr(done, "code", 0))
-        sys.exit(code)
-    except Exception as error:  # click usage errors arrive here in non-standalone mode
-        import click
-
-        if isinstance(error, click.ClickException):
-            error.show()
-            sys.exit(error.exit_code)
-        raise
+    except typer.Exit as done:
+        sys.exit(done.exit_code)
+    except OSError as error:
+        err.print(f"error: {_os_error_line(error)}", markup=False)
+        sys.exit(1)
+    except MemoryError:
+        err.print("error: out of memory; try a shorter --window or a smaller model", markup=False)
+        sys.exit(1)
+    except Exception as error:
+        if _output.verbose():
+            raise
+        err.print(
+            f"internal error: {type(error).__name__}: {_one_line(error)} (run with -v for the traceback, and please "
+            "report it)",
+            markup=False,
+        )
+        sys.exit(1)
+    sys.exit(code if isinstance(code, int) else 0)
 
 
 if __name__ == "__main__":

@@ -2,7 +2,7 @@
 write benchmarks/results/<name>.json (and a .png chart beside it), and regenerate models.md.
 
     python benchmarks/compare.py                    # everything, sequentially: about two hours on 2 cores
-    python benchmarks/compare.py wav2vec2-base hifigan-v1-1s
+    python benchmarks/compare.py wav2vec2-base speecht5-hifigan-v1-1s
     python benchmarks/compare.py --list
 
 Stock ExecuTorch lowering runs fewer times than the rest: a stock call of wav2vec2-large on
@@ -44,15 +44,15 @@ CASES: dict[str, list[str]] = {
                        "--runs", "5", "--warmup", "1", *FEW_STOCK_RUNS],
     "hubert-large": ["hubert", "--variant", "large", *BOTH_LENGTHS, *COMPARE,
                      "--runs", "5", "--warmup", "1", *FEW_STOCK_RUNS],
-    "hifigan-v1-1s": ["hifigan", "--variant", "v1", "--seconds", "1", *COMPARE,
-                      "--runs", "10", "--warmup", "2", "--stock-runs", "2", "--stock-warmup", "1"],
+    "speecht5-hifigan-v1-1s": ["speecht5-hifigan", "--variant", "v1", "--seconds", "1", *COMPARE,
+                               "--runs", "10", "--warmup", "2", "--stock-runs", "2", "--stock-warmup", "1"],
     "pos-conv": ["pos_conv.py"],
 }
 
 # The remaining published variants, for models.md: against stock lowering and eager PyTorch at 1 s.
 STOCK_AND_EAGER = ["--compare", "stock,eager", "--runs", "5", "--warmup", "1", *FEW_STOCK_RUNS]
 for _name, _recipe, _variant in (
-    ("hifigan-spectral-norm-1s", "hifigan", "spectral-norm"),
+    ("speecht5-hifigan-spectral-norm-1s", "speecht5-hifigan", "spectral-norm"),
     ("univnet-c32-1s", "univnet", "c32"),
     ("wav2vec2-large-lv60-1s", "wav2vec2", "large-lv60"),
     ("wavlm-large-1s", "wavlm", "large"),

@@ -1,20 +1,26 @@
 """Recipes: how each audio model family reaches the lowering core, as a library.
 
     from audiodeploy import recipes
-    recipes.available()                      # ('hifigan', 'hubert', 'univnet', 'wav2vec2', 'wavlm')
+    recipes.available()  # ('hifigan', 'hubert', 'speecht5-hifigan', 'univnet', 'wav2vec2', 'wavlm')
     built = recipes.get("wav2vec2").build()  # synthetic weights from facebook/wav2vec2-base-960h's configuration
     torch.export.export(built.module, built.example_inputs, dynamic_shapes=built.dynamic_shapes)
 
-Each family module (`wav2vec2`, `hubert`, `wavlm`, `hifigan`, `univnet`) declares one recipe and registers
-it on import; register your own with the same `@register` decorator (see `registry`).
+Each family module declares one recipe and registers it on import: `wav2vec2`, `hubert`, `wavlm`, `univnet`,
+`hifigan_original` (recipe `hifigan`, the original HiFi-GAN) and `hifigan` (recipe `speecht5-hifigan`). Register
+your own with the same `@register` decorator (see `registry`). Declaring, listing and describing recipes imports
+neither torch, torchaudio nor transformers (`audiodeploy list` answers at once): `build()` imports them, and the
+export wrappers from `_modules`.
 """
 
-from . import hifigan, hubert, univnet, wav2vec2, wavlm
-from ._audio import MelSpectrogram
-from ._ctc import STANDARD_ENGLISH, TORCHAUDIO_ENGLISH, CtcVocabulary, greedy_decode
+from . import hifigan, hifigan_original, hubert, univnet, wav2vec2, wavlm
+from audiodeploy.program.mel import MelSpectrogram
+from audiodeploy.program.vocabulary import STANDARD_ENGLISH, TORCHAUDIO_ENGLISH, CtcVocabulary, greedy_decode
+from .calibration import calibration_files, calibration_inputs
 from .errors import (
+    CalibrationError,
     InputLengthError,
     LengthRangeError,
+    QuantizationSchemeError,
     RecipeError,
     RegistrationError,
     UnknownRecipeError,
@@ -44,6 +50,7 @@ __all__ = [
     "TORCHAUDIO_ENGLISH",
     "BuildRequest",
     "BuiltModel",
+    "CalibrationError",
     "CtcVocabulary",
     "InputLengthError",
     "InputSpec",
@@ -51,6 +58,7 @@ __all__ = [
     "LengthRangeError",
     "MelSpectrogram",
     "OutputSpec",
+    "QuantizationSchemeError",
     "Recipe",
     "RecipeError",
     "RegistrationError",
@@ -62,9 +70,12 @@ __all__ = [
     "WeightsError",
     "WeightsMismatchError",
     "available",
+    "calibration_files",
+    "calibration_inputs",
     "get",
     "greedy_decode",
     "hifigan",
+    "hifigan_original",
     "hubert",
     "mel_input",
     "register",

@@ -1,22 +1,25 @@
 """Loading transformers checkpoints for the recipes, with one-line errors instead of library tracebacks.
 
 Also registers the attention implementation the speech encoders are exported with (see
-`UNPADDED_EAGER_ATTENTION`).
+`UNPADDED_EAGER_ATTENTION`). Importing transformers takes seconds, so each function imports what it uses when
+it is called: declaring and listing recipes imports neither transformers nor torch.
 """
 
 from __future__ import annotations
 
+import functools
 import json
+import os
 import re
+import socket
+import urllib.parse
 from pathlib import Path
-from typing import TypeVar, cast
-
-import torch
-from transformers import AttentionInterface, AttentionMaskInterface, PretrainedConfig, PreTrainedModel
-from transformers.models.wav2vec2.modeling_wav2vec2 import eager_attention_forward
-from transformers.utils import cached_file
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from .errors import WeightsError, WeightsMismatchError
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedModel
 
 UNPADDED_EAGER_ATTENTION = "audiodeploy_unpadded_eager"
 """transformers' eager attention without an attention mask, for exporting one unpadded utterance.
@@ -34,14 +37,28 @@ def _no_attention_mask(*args: object, **kwargs: object) -> None:
     return None
 
 
-# Registration is idempotent: the name is namespaced and always maps to the same functions.
-AttentionInterface.register(UNPADDED_EAGER_ATTENTION, eager_attention_forward)
-AttentionMaskInterface.register(UNPADDED_EAGER_ATTENTION, _no_attention_mask)
+@functools.cache
+def register_unpadded_eager_attention() -> None:
+    """Register `UNPADDED_EAGER_ATTENTION` with transformers, before a model is built with it. Idempotent: the
+    name is namespaced and always maps to the same functions, and later calls return at once."""
+    from transformers import AttentionInterface, AttentionMaskInterface
+    from transformers.models.wav2vec2.modeling_wav2vec2 import eager_attention_forward
+
+    AttentionInterface.register(UNPADDED_EAGER_ATTENTION, eager_attention_forward)
+    AttentionMaskInterface.register(UNPADDED_EAGER_ATTENTION, _no_attention_mask)
+
+
+def transformers_class(name: str) -> Any:
+    """The class transformers exports as `name` (e.g. "Wav2Vec2ForCTC"), importing transformers."""
+    import transformers
+
+    return getattr(transformers, name)
+
 
 # A hub id is "name" or "owner/name"; anything else (absolute or dotted paths, deeper paths) is a local path.
 _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*(/[A-Za-z0-9][\w.-]*)?$")
 
-ModelT = TypeVar("ModelT", bound=PreTrainedModel)
+ModelT = TypeVar("ModelT", bound="PreTrainedModel")
 
 
 def locate(weights: str) -> str:
@@ -60,11 +77,42 @@ def locate(weights: str) -> str:
         )
     if not _HUB_ID.match(weights):
         raise WeightsError(f"weights {weights} not found: no such directory")
-    return weights
+    return _hub_location(weights)
+
+
+@functools.cache
+def _hub_location(hub_id: str) -> str:
+    """`hub_id` when the hub answers; else its snapshot in the local hub cache, if there is one.
+
+    Without a network the hub client retries each request for about 20 s before it gives up, once per file; one
+    connection attempt tells at once, and a cached snapshot is then used as the local directory it is.
+    """
+    from huggingface_hub import constants
+    from transformers.utils import cached_file
+
+    if os.environ.get("HF_HUB_OFFLINE", "").lower() not in ("1", "true", "yes"):
+        endpoint = urllib.parse.urlsplit(constants.ENDPOINT)
+        port = endpoint.port or (443 if endpoint.scheme == "https" else 80)
+        try:
+            socket.create_connection((endpoint.hostname, port), timeout=5).close()
+            return hub_id
+        except OSError as error:
+            unreachable = f"the Hugging Face Hub ({endpoint.hostname}) cannot be reached: {error.strerror or error}"
+    else:
+        unreachable = "HF_HUB_OFFLINE is set"
+    try:
+        return str(Path(cached_file(hub_id, "config.json", local_files_only=True)).parent)
+    except OSError:
+        raise WeightsError(
+            f"weights '{hub_id}' are not a local directory and {unreachable}; download the checkpoint where the hub "
+            "is reachable (save_pretrained) and pass its directory"
+        ) from None
 
 
 def read_config(weights: str) -> dict[str, object]:
     """The config.json of a local directory or hub id, as a dictionary."""
+    from transformers import PretrainedConfig
+
     location = locate(weights)
     try:
         config, _ = PretrainedConfig.get_config_dict(location)
@@ -92,6 +140,8 @@ def load_pretrained(
     them; `seed` seeds that initialization). Raises `WeightsMismatchError` when the directory holds another
     kind of model, `WeightsError` when it cannot be read.
     """
+    import torch
+
     config = read_config(weights)
     model_type = config.get("model_type")
     if model_type != expected_model_type:
@@ -131,6 +181,8 @@ def refuse_incomplete(weights: str, missing: list[str], model_class: type[PreTra
 
 def optional_file(weights: str, filename: str) -> str | None:
     """Path of `filename` beside the weights (a tokenizer or preprocessor file), or None when there is none."""
+    from transformers.utils import cached_file
+
     location = locate(weights)
     local = Path(location)
     if local.is_dir():

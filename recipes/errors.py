@@ -6,6 +6,22 @@ as is, without a traceback.
 
 from __future__ import annotations
 
+from audiodeploy.program.spec import InputLengthError
+
+__all__ = [
+    "CalibrationError",
+    "InputLengthError",
+    "LengthRangeError",
+    "QuantizationSchemeError",
+    "RecipeError",
+    "RegistrationError",
+    "UnknownRecipeError",
+    "UnknownSourceError",
+    "UnknownVariantError",
+    "WeightsError",
+    "WeightsMismatchError",
+]
+
 
 class RecipeError(Exception):
     """Base class: a request the recipe library cannot satisfy, with a one-line message for the user."""
@@ -31,13 +47,17 @@ class LengthRangeError(RecipeError):
     """The requested range of input lengths is empty, inverted or too short for the model."""
 
 
-class InputLengthError(RecipeError):
-    """An input is longer than the range a model was exported for."""
-
-
 class WeightsError(RecipeError):
     """Weights could not be loaded: missing path, unreachable hub, or a checkpoint that does not fit."""
 
 
 class WeightsMismatchError(WeightsError):
     """The weights hold a different kind of model than the recipe builds (another `model_type`)."""
+
+
+class QuantizationSchemeError(RecipeError):
+    """The recipe does not take the requested quantization scheme (see `Recipe.int8_schemes`)."""
+
+
+class CalibrationError(RecipeError):
+    """Calibration audio that is missing, not audio, or an empty directory."""

@@ -1,4 +1,6 @@
-"""HiFi-GAN vocoder: log-mel spectrogram to 16 kHz waveform, from transformers' `SpeechT5HifiGan`.
+"""SpeechT5's HiFi-GAN vocoder (`speecht5-hifigan`): log-mel spectrogram to 16 kHz waveform, from transformers'
+`SpeechT5HifiGan`. (The original HiFi-GAN V1-V3 at 22.05 kHz, in its repository's checkpoint format, is the
+`hifigan` recipe, in `hifigan_original`.)
 
 The generator is built as trained checkpoints store it: every convolution's weight computed from parameters
 by `torch.nn.utils.parametrizations.weight_norm` (transformers' `apply_weight_norm()` uses that
@@ -10,18 +12,17 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
-import torch
-from torch import nn
-from torch.nn.utils import parametrizations
-from transformers import PreTrainedModel, SpeechT5HifiGan, SpeechT5HifiGanConfig
-
-from ._audio import MelSpectrogram
+from audiodeploy.program.mel import MelSpectrogram
 from ._vocoder import VocoderRecipe
 from .errors import WeightsError
 from .registry import register
 from .spec import InputSpec, Variant, tiny_variant
+
+if TYPE_CHECKING:
+    from torch import nn
+    from transformers import PreTrainedModel, SpeechT5HifiGanConfig
 
 ConvolutionNorm = Literal["weight_norm", "spectral_norm"]
 
@@ -98,21 +99,10 @@ SPECTRAL_NORM = Variant(
 )
 
 
-class HifiGanWaveform(nn.Module):
-    """`(1, frames, mel_bins)` log-mel → `(1, frames * hop_length)` waveform through `SpeechT5HifiGan`."""
-
-    def __init__(self, model: SpeechT5HifiGan) -> None:
-        super().__init__()
-        self.model = model
-
-    def forward(self, mel: torch.Tensor) -> torch.Tensor:
-        return self.model(mel)
-
-
 @register
 class HifiGan(VocoderRecipe[HifiGanArchitecture]):
-    name = "hifigan"
-    description = "HiFi-GAN vocoder: 80-bin log-mel spectrogram to 16 kHz waveform"
+    name = "speecht5-hifigan"
+    description = "SpeechT5's HiFi-GAN vocoder (transformers SpeechT5HifiGan): 80-bin log-mel to 16 kHz waveform"
     variants = (
         V1,
         SPECTRAL_NORM,
@@ -123,9 +113,11 @@ class HifiGan(VocoderRecipe[HifiGanArchitecture]):
     )
     sample_rate = 16_000
     transformers_model_type = "speecht5_hifigan"
-    transformers_model_class = SpeechT5HifiGan
+    transformers_model_class_name = "SpeechT5HifiGan"
 
     def transformers_config(self, architecture: HifiGanArchitecture) -> SpeechT5HifiGanConfig:
+        from transformers import SpeechT5HifiGanConfig
+
         return SpeechT5HifiGanConfig(
             model_in_dim=architecture.mel_bins,
             sampling_rate=architecture.sample_rate,
@@ -154,6 +146,9 @@ class HifiGan(VocoderRecipe[HifiGanArchitecture]):
         if architecture.convolution_norm == "weight_norm":
             super().parametrize_convolutions(model, architecture)
             return
+        from torch import nn
+        from torch.nn.utils import parametrizations
+
         for module in model.modules():
             if isinstance(module, (nn.Conv1d, nn.ConvTranspose1d)):
                 # spectral_norm picks the output-channel dimension itself (dim 1 for transposed convolutions).
@@ -162,7 +157,9 @@ class HifiGan(VocoderRecipe[HifiGanArchitecture]):
     def export_module(
         self, model: PreTrainedModel, architecture: HifiGanArchitecture, spec: InputSpec, seed: int
     ) -> nn.Module:
-        assert isinstance(model, SpeechT5HifiGan)
+        from ._modules import HifiGanWaveform
+
+        assert isinstance(model, self.transformers_model_class)
         return HifiGanWaveform(model)
 
     def check_loadable(self, variant: Variant[HifiGanArchitecture]) -> None:

@@ -11,8 +11,6 @@ convolution is weight-normalized).
 
 from __future__ import annotations
 
-from transformers import HubertForCTC
-
 from ._speech_encoder import (
     STANDARD_FEATURE_ENCODER,
     SpeechEncoderArchitecture,
@@ -78,5 +76,5 @@ class Hubert(SpeechEncoderRecipe):
         tiny_encoder_variant("tiny-large", of=LARGE),
     )
     transformers_model_type = "hubert"
-    transformers_model_class = HubertForCTC
+    transformers_model_class_name = "HubertForCTC"
     transformers_attention = UNPADDED_EAGER_ATTENTION

@@ -16,14 +16,19 @@ from __future__ import annotations
 
 import difflib
 from abc import ABC, abstractmethod
-from collections.abc import Iterable
-from typing import Generic, TypeVar
+from collections.abc import Iterable, Mapping
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Generic, TypeVar
 
-from torch import nn
-
-from ._audio import MelSpectrogram
-from ._ctc import CtcVocabulary
-from .errors import RegistrationError, UnknownRecipeError, UnknownSourceError, UnknownVariantError
+from audiodeploy.program.mel import MelSpectrogram
+from audiodeploy.program.vocabulary import CtcVocabulary
+from .errors import (
+    QuantizationSchemeError,
+    RegistrationError,
+    UnknownRecipeError,
+    UnknownSourceError,
+    UnknownVariantError,
+)
 from .spec import (
     ArchitectureT,
     BuildRequest,
@@ -35,6 +40,9 @@ from .spec import (
     Task,
     Variant,
 )
+
+if TYPE_CHECKING:
+    from torch import nn
 
 
 def _choices(valid: Iterable[str], given: str) -> str:
@@ -65,6 +73,13 @@ class Recipe(ABC, Generic[ArchitectureT]):
     """The range of input durations exported when the user does not give one."""
     atol: float
     """Absolute tolerance of a lowered program's output against the eager module (fp32)."""
+    int8_schemes: tuple[str, ...] = ()
+    """The `audiodeploy.lower(quantize=...)` schemes this recipe takes, measured end to end on its tiny variant
+    (tests/recipes/test_quantized.py); none by default. `check_int8_scheme` refuses the others."""
+    int8_keep_fp32: Mapping[str, tuple[str, ...]] = MappingProxyType({})
+    """Per source: the module-name patterns (`keep_fp32` of `audiodeploy.lower`, fnmatch on the export
+    wrapper's module paths) whose GEMMs stay fp32 by default when the model is quantized; a source not
+    named keeps nothing. See `default_keep_fp32`."""
 
     @property
     def default_variant(self) -> str:
@@ -100,6 +115,21 @@ class Recipe(ABC, Generic[ArchitectureT]):
                 f"recipe '{self.name}' cannot be built from source '{wanted}': {_choices(self.sources, wanted)}"
             )
         return wanted
+
+    def check_int8_scheme(self, scheme: str) -> str:
+        """`scheme` when this recipe takes it; else `QuantizationSchemeError` naming the ones it takes."""
+        if scheme not in self.int8_schemes:
+            remedy = (
+                f"choose one of {', '.join(self.int8_schemes)}, or export it in fp32"
+                if self.int8_schemes
+                else "it takes no quantization scheme: export it in fp32"
+            )
+            raise QuantizationSchemeError(f"recipe '{self.name}' cannot be quantized as '{scheme}': {remedy}")
+        return scheme
+
+    def default_keep_fp32(self, source: str | None = None) -> tuple[str, ...]:
+        """The patterns whose GEMMs stay fp32 by default when the model built from `source` is quantized."""
+        return tuple(self.int8_keep_fp32.get(self.source(source), ()))
 
     def build(
         self,
@@ -184,6 +214,7 @@ class Recipe(ABC, Generic[ArchitectureT]):
                 self.default_length_range.max_seconds,
             ],
             "atol": self.atol,
+            "int8_schemes": list(self.int8_schemes),
         }
 
 
@@ -220,6 +251,11 @@ def register(recipe_class: RecipeClass) -> RecipeClass:
     names = [v.name for v in recipe.variants]
     if len(set(names)) != len(names):
         raise RegistrationError(f"recipe '{recipe.name}' declares a variant name twice: {', '.join(names)}")
+    unknown_sources = sorted(set(recipe.int8_keep_fp32) - set(recipe.sources))
+    if unknown_sources:
+        raise RegistrationError(
+            f"recipe '{recipe.name}' declares int8_keep_fp32 for sources it does not have: {', '.join(unknown_sources)}"
+        )
     if recipe.variants[0].hidden:
         raise RegistrationError(f"recipe '{recipe.name}': the default (first) variant must not be hidden")
     if recipe.name in _REGISTRY:

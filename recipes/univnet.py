@@ -12,15 +12,16 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
-import torch
-from torch import nn
-from transformers import PreTrainedModel, UnivNetConfig, UnivNetModel
-
-from ._audio import MelSpectrogram
+from audiodeploy.program.mel import MelSpectrogram
 from ._vocoder import VocoderRecipe
 from .registry import register
 from .spec import InputSpec, Variant, tiny_variant
+
+if TYPE_CHECKING:
+    from torch import nn
+    from transformers import PreTrainedModel, UnivNetConfig
 
 
 @dataclass(frozen=True)
@@ -80,25 +81,6 @@ C32 = Variant(
 )
 
 
-class UnivNetWaveform(nn.Module):
-    """`(1, frames, mel_bins)` log-mel → `(1, frames * hop_length)` waveform through `UnivNetModel`.
-
-    `noise` is `(1, max_frames, noise_channels)`; each call uses its first `frames` vectors.
-    """
-
-    noise: torch.Tensor
-
-    def __init__(self, model: UnivNetModel, noise: torch.Tensor) -> None:
-        super().__init__()
-        self.model = model
-        self.register_buffer("noise", noise)
-
-    def forward(self, mel: torch.Tensor) -> torch.Tensor:
-        noise = self.noise[:, : mel.shape[1]]
-        waveform, _ = self.model(input_features=mel, noise_sequence=noise, return_dict=False)
-        return waveform
-
-
 @register
 class UnivNet(VocoderRecipe[UnivNetArchitecture]):
     name = "univnet"
@@ -108,10 +90,16 @@ class UnivNet(VocoderRecipe[UnivNetArchitecture]):
         tiny_variant("tiny", C32, "test size of 'c32': 8 channels everywhere"),
     )
     sample_rate = 24_000
+    # No int8: int8-dynamic quantizes no GEMM (1-D convolutions only, see VocoderRecipe), and int8-static gives
+    # noise (tiny c32 calibrated on speech-like mels: waveform SNR 2 dB on held-out audio, 51 delegates as in fp32):
+    # the kernel predictor's outputs are the location-variable convolutions' weights, so its int8 error multiplies.
+    int8_schemes = ()
     transformers_model_type = "univnet"
-    transformers_model_class = UnivNetModel
+    transformers_model_class_name = "UnivNetModel"
 
     def transformers_config(self, architecture: UnivNetArchitecture) -> UnivNetConfig:
+        from transformers import UnivNetConfig
+
         return UnivNetConfig(
             model_in_channels=architecture.noise_channels,
             model_hidden_channels=architecture.hidden_channels,
@@ -140,7 +128,11 @@ class UnivNet(VocoderRecipe[UnivNetArchitecture]):
     def export_module(
         self, model: PreTrainedModel, architecture: UnivNetArchitecture, spec: InputSpec, seed: int
     ) -> nn.Module:
-        assert isinstance(model, UnivNetModel)
+        import torch
+
+        from ._modules import UnivNetWaveform
+
+        assert isinstance(model, self.transformers_model_class)
         generator = torch.Generator().manual_seed(seed)
         noise = torch.randn((1, spec.max_length, model.config.model_in_channels), generator=generator)
         return UnivNetWaveform(model, noise)

@@ -7,8 +7,6 @@ agree with these values.
 
 from __future__ import annotations
 
-from transformers import Wav2Vec2ForCTC
-
 from ._speech_encoder import (
     STANDARD_FEATURE_ENCODER,
     SpeechEncoderArchitecture,
@@ -93,5 +91,5 @@ class Wav2Vec2(SpeechEncoderRecipe):
         tiny_encoder_variant("tiny-lv60", of=LARGE_LV60),
     )
     transformers_model_type = "wav2vec2"
-    transformers_model_class = Wav2Vec2ForCTC
+    transformers_model_class_name = "Wav2Vec2ForCTC"
     transformers_attention = UNPADDED_EAGER_ATTENTION

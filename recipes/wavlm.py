@@ -9,9 +9,7 @@ transformers' attention interface, so it is built as transformers defines it.
 
 from __future__ import annotations
 
-from torch import nn
-from torchaudio.models import wavlm_model
-from transformers import WavLMConfig, WavLMForCTC
+from typing import TYPE_CHECKING
 
 from ._speech_encoder import (
     STANDARD_FEATURE_ENCODER,
@@ -23,6 +21,10 @@ from ._speech_encoder import (
 )
 from .registry import register
 from .spec import Variant
+
+if TYPE_CHECKING:
+    from torch import nn
+    from transformers import WavLMConfig
 
 BASE_PLUS = Variant(
     name="base-plus",
@@ -81,11 +83,13 @@ class WavLM(SpeechEncoderRecipe):
         tiny_encoder_variant("tiny-large", of=LARGE),
     )
     transformers_model_type = "wavlm"
-    transformers_model_class = WavLMForCTC
+    transformers_model_class_name = "WavLMForCTC"
     transformers_attention = None
 
     def transformers_config(self, architecture: SpeechEncoderArchitecture) -> WavLMConfig:
         """The shared keys plus WavLM's relative-position buckets."""
+        from transformers import WavLMConfig
+
         num_buckets, max_distance = _relative_position(architecture)
         return WavLMConfig(
             **transformers_config_arguments(architecture),
@@ -95,6 +99,8 @@ class WavLM(SpeechEncoderRecipe):
 
     def torchaudio_model(self, architecture: SpeechEncoderArchitecture, num_outputs: int) -> nn.Module:
         """torchaudio's `wavlm_model` with the shared arguments plus WavLM's relative-position buckets."""
+        from torchaudio.models import wavlm_model
+
         num_buckets, max_distance = _relative_position(architecture)
         return wavlm_model(
             **torchaudio_model_arguments(architecture, num_outputs),

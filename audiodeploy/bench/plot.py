@@ -22,6 +22,8 @@ COLORS = {
     "stock": "#b2182b",
     "eager": "#2166ac",
     "onnxruntime": "#e08214",
+    "audiodeploy-int8": "#5aae61",
+    "onnxruntime-int8": "#fdb863",
 }
 
 

@@ -16,7 +16,8 @@ A record (``schema: audiodeploy.bench/1``)::
                           "program_bytes", "prepare_s", "notes", "lowering_report"}},
       "cases": [{
           "seconds", "audio_seconds", "input_length", "input_shape",
-          "runtimes": {NAME: {"load_s", "peak_rss_bytes", "rtf", "max_abs_diff_vs_eager", "notes",
+          "runtimes": {NAME: {"load_s", "peak_rss_bytes", "rtf", "max_abs_diff_vs_eager",
+                              "snr_db_vs_eager", "argmax_agreement_vs_eager", "notes",
                               "latency": {"runs", "warmup", "median_s", "p90_s", "min_s", "max_s",
                                           "mean_s", "samples_s"}}},
           "ratios": {"audiodeploy/NAME": float},   # baseline median / NAME median: < 1 means faster
@@ -27,6 +28,10 @@ A record (``schema: audiodeploy.bench/1``)::
 
 Figures that were not measured are ``null``, never guessed: the load time when the runner
 does not print it, memory on the phone, the difference to eager without an eager run.
+
+``snr_db_vs_eager`` (output SNR against eager PyTorch, dB; null also when the output is eager's bit for bit)
+and ``argmax_agreement_vs_eager`` (CTC logits only: the fraction of frames with eager's most likely token)
+were added later: records written before them lack the keys and are still valid.
 """
 
 from __future__ import annotations
@@ -52,6 +57,8 @@ MEMORY_NOTE = (
 )
 
 CASE_FIGURES = ("load_s", "peak_rss_bytes", "rtf", "max_abs_diff_vs_eager", "latency", "notes")
+OPTIONAL_CASE_FIGURES = ("snr_db_vs_eager", "argmax_agreement_vs_eager")
+"""Figures added after the first records: absent from older ones; a number or null where present."""
 LATENCY_FIGURES = ("runs", "warmup", "median_s", "p90_s", "min_s", "max_s", "mean_s", "samples_s")
 
 
@@ -78,6 +85,13 @@ def validate(record: dict[str, Any]) -> dict[str, Any]:
             ]
             if missing:
                 raise SchemaError(f"{name} at {case['seconds']} s lacks {', '.join(missing)}")
+            for key in OPTIONAL_CASE_FIGURES:
+                value = figures.get(key)
+                if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))):
+                    raise SchemaError(f"{name} at {case['seconds']} s: {key} should be a number or null, not {value!r}")
+            agreement = figures.get("argmax_agreement_vs_eager")
+            if agreement is not None and not 0.0 <= agreement <= 1.0:
+                raise SchemaError(f"{name} at {case['seconds']} s: argmax_agreement_vs_eager {agreement} is not in [0, 1]")
         baseline = record["baseline"]
         expected = {f"{baseline}/{n}" for n in names if n != baseline} if baseline else set()
         if set(case["ratios"]) != expected:
@@ -126,6 +140,19 @@ def ratio_words(ratio: float, baseline: str) -> str:
     return f"{number} ({baseline} {ratio:,.3g}x slower)"
 
 
+def _where(transport: dict) -> str:
+    """Where a record was measured, as the table's heading says it."""
+    kind = transport["kind"]
+    device = transport.get("device") or {}
+    if kind == "local":
+        return "this machine"
+    if kind == "native":
+        return "this machine (Python runtime and native runner)"
+    if kind == "qemu-aarch64":
+        return "emulated arm64 (qemu-aarch64; latency says nothing about hardware)"
+    return f"{device.get('model') or kind + ' device'} over {kind}"
+
+
 def ops(outside: dict[str, int] | None) -> str:
     if outside is None:
         return "–"
@@ -142,11 +169,24 @@ def _aligned(rows: list[list[str]]) -> list[str]:
     return lines
 
 
+def _fidelity_columns(case: dict[str, Any]) -> list[tuple[str, tuple[str, Any]]]:
+    """(title, (figure, format)) of the fidelity figures some runtime of ``case`` has (none: no columns)."""
+    columns = [
+        ("SNR", ("snr_db_vs_eager", lambda v: "–" if v is None else f"{v:.1f} dB")),
+        ("argmax", ("argmax_agreement_vs_eager", lambda v: "–" if v is None else f"{100 * v:.1f}%")),
+    ]
+    return [
+        column
+        for column in columns
+        if any(figures.get(column[1][0]) is not None for figures in case["runtimes"].values())
+    ]
+
+
 def format_table(record: dict[str, Any]) -> str:
     """The readable summary printed on the terminal."""
     target, machine, transport = record["target"], record["machine"], record["transport"]
     baseline = record["baseline"]
-    where = "this machine" if transport["kind"] == "local" else f"{transport.get('device', {}).get('model') or 'adb device'} over adb"
+    where = _where(transport)
     what = (
         f"{target['recipe']} {target['variant']} ({target['source']}, {target['weights']})"
         if target["kind"] == "recipe"
@@ -164,6 +204,8 @@ def format_table(record: dict[str, Any]) -> str:
         audio = f": {case['audio_seconds']:.2f} s of audio" if case["audio_seconds"] else ""
         lines += ["", f"input {tuple(case['input_shape'])}{audio}"]
         header = ["runtime", "load", "median", "p90", "min", "runs", "RTF", "peak mem", "max diff", f"{baseline}/this" if baseline else ""]
+        fidelity = _fidelity_columns(case)
+        header[9:9] = [title for title, _ in fidelity]
         rows = [header]
         for name, figures in case["runtimes"].items():
             latency = figures["latency"]
@@ -178,6 +220,7 @@ def format_table(record: dict[str, Any]) -> str:
                 "–" if figures["rtf"] is None else f"{figures['rtf']:.3f}",
                 size(figures["peak_rss_bytes"]),
                 "–" if figures["max_abs_diff_vs_eager"] is None else f"{figures['max_abs_diff_vs_eager']:.1e}",
+                *(show(figures.get(key)) for _, (key, show) in fidelity),
                 ratio_words(case["ratios"][key], baseline) if key in case["ratios"] else "",
             ])
         lines += _aligned(rows)

@@ -22,15 +22,28 @@ from audiodeploy.bench.errors import BenchError
 from audiodeploy.bench.results import MEMORY_NOTE, RATIOS_NOTE, SCHEMA, validate
 from audiodeploy.bench.runtimes import (
     COMPARABLE,
+    INT8_SCHEME,
     EagerRuntime,
     OnnxRuntime,
     Runtime,
+    export_onnx,
     lower_module,
     pte_runtime,
     require_onnxruntime,
 )
 from audiodeploy.bench.timing import machine_info, paired_ratio, set_threads
-from audiodeploy.bench.transports import AdbTransport, LocalTransport, Measurement, RunCounts, parse_device
+from audiodeploy.bench.transports import (
+    AdbRunnerTransport,
+    AdbTransport,
+    LocalTransport,
+    Measurement,
+    NativeSideBySide,
+    RunCounts,
+    RunnerTransport,
+    SshTransport,
+    Transport,
+    parse_device,
+)
 
 Log = Callable[[str], None]
 
@@ -55,8 +68,10 @@ class BenchRequest:
     stock_warmup: int = 1
     threads: int | None = None
     device: str = "local"
+    """local, native, qemu-aarch64, adb, adb:SERIAL or ssh:[USER@]HOST[:PORT] (transports.parse_device)."""
     runner: Path | None = None
-    """``executor_runner`` built for the phone (``--device adb``)."""
+    """``--device adb`` only: ExecuTorch's ``executor_runner`` built for the phone with the NDK, instead of the
+    project's android-arm64 bundle (the default)."""
     seed: int = 0
     name: str | None = None
     """What models.md calls the result; default ``recipe-variant`` or the .pte's stem."""
@@ -98,29 +113,36 @@ def check(request: BenchRequest) -> None:
             raise BenchError("--compare needs a recipe target: a .pte holds no PyTorch module to lower the stock way, run eagerly or export to ONNX")
         if any(v is not None for v in (request.variant, request.source, request.weights)):
             raise BenchError("--variant, --source and --weights apply to recipes, not to a .pte")
-    if kind == "adb":
-        if request.runner is None:
-            raise BenchError("--device adb needs --runner PATH: executor_runner built for arm64-v8a with XNNPACK (see the README)")
-        off_device = [n for n in request.compare if n in ("eager", "onnxruntime")]
-        if off_device:
-            raise BenchError(f"--device adb runs ExecuTorch programs only: drop {', '.join(off_device)} from --compare, or use --device local")
-    elif request.runner is not None:
+    if kind != "adb" and request.runner is not None:
         raise BenchError("--runner is for --device adb")
-    if "onnxruntime" in request.compare:
-        require_onnxruntime()
+    if kind in ("adb", "ssh"):
+        off_device = [n for n in request.compare if n in _OFF_DEVICE]
+        if off_device:
+            raise BenchError(f"--device {kind} runs ExecuTorch programs only: drop {', '.join(off_device)} from --compare, or use --device local")
+    if kind == "qemu-aarch64":
+        off_device = [n for n in request.compare if n in _OFF_DEVICE]
+        if off_device:
+            raise BenchError(
+                f"--device {kind} runs ExecuTorch programs with the native runner: drop {', '.join(off_device)} "
+                "from --compare, or use --device local"
+            )
+    for name in ("onnxruntime", "onnxruntime-int8"):
+        if name in request.compare:
+            require_onnxruntime(name)
+    if "audiodeploy-int8" in request.compare and not is_pte_target(request.target):
+        from audiodeploy import recipes
+
+        recipes.get(request.target).check_int8_scheme(INT8_SCHEME)  # a one-line RecipeError for a vocoder
+
+
+_OFF_DEVICE = ("eager", "onnxruntime", "onnxruntime-int8")
+"""What runs in this Python process only, never on a device."""
 
 
 def run_bench(request: BenchRequest, log: Log = lambda message: None) -> dict:
     """Measure as ``request`` says; the validated ``audiodeploy.bench/1`` record."""
     check(request)
-    kind, serial = parse_device(request.device)
-    if kind == "adb":
-        transport = AdbTransport(Path(request.runner), serial)  # type: ignore[arg-type]
-        transport.connect()
-        threads = request.threads
-    else:
-        transport = LocalTransport()
-        threads = set_threads(request.threads)
+    transport, threads = _transport(request, log)
     machine = machine_info(threads, request.command)  # before the run: its date is when the run started
     if is_pte_target(request.target):
         target, runtimes, cases = _pte_cases(request, transport, log)
@@ -128,6 +150,25 @@ def run_bench(request: BenchRequest, log: Log = lambda message: None) -> dict:
         target, runtimes, cases = _recipe_cases(request, transport, threads, log)
     record = _measure(request, target, runtimes, cases, transport, threads, machine, log)
     return validate(record)
+
+
+def _transport(request: BenchRequest, log: Log) -> tuple[Transport, int | None]:
+    """The transport `request.device` names, its device checked (and its runner built) before anything slow,
+    and the thread count to record: None when the device's runner keeps its own default."""
+    kind, detail = parse_device(request.device)
+    if kind == "adb" and request.runner is not None:
+        executor_runner = AdbTransport(Path(request.runner), detail)
+        executor_runner.connect()
+        return executor_runner, request.threads
+    if kind == "adb":
+        return AdbRunnerTransport.for_device(detail, log), request.threads
+    if kind == "ssh":
+        return SshTransport.for_device(detail, log), request.threads  # type: ignore[arg-type]
+    if kind == "qemu-aarch64":
+        return RunnerTransport.for_device(kind, log), request.threads
+    # local and native: this process's thread count, which the native runner is then given too.
+    transport = NativeSideBySide.for_device(log) if kind == "native" else LocalTransport()
+    return transport, set_threads(request.threads)
 
 
 @dataclass
@@ -139,6 +180,8 @@ class _Case:
     expected: torch.Tensor | None
     runtimes: list[Runtime] = field(default_factory=list)
     """Programs for this length only (transports that cannot resize inputs); else empty."""
+    ctc: bool = False
+    """CTC logits out: the frame argmax agreement with eager is recorded too."""
 
 
 def _seconds(request: BenchRequest) -> tuple[float, ...]:
@@ -176,54 +219,81 @@ def _recipe_cases(request: BenchRequest, transport, threads: int | None, log: Lo
         inputs = built.random_inputs(length, seed=request.seed + 1)
         with torch.no_grad():
             expected = module(*inputs)
-        cases.append(_Case(s, length, inputs, built.input.seconds(length), expected))
+        cases.append(_Case(s, length, inputs, built.input.seconds(length), expected, ctc=built.output.kind == "ctc-logits"))
 
     names = ("audiodeploy", *request.compare)
+    keep_fp32 = recipe.default_keep_fp32(built.source)
     runtimes: list[Runtime] = []
     if transport.programs_per_length:
         for case in cases:
             for name in names:
                 log(f"lowering {name} for {case.audio_seconds:g} s (fixed length, as the phone's runner needs)")
-                case.runtimes.append(lower_module(name, module, case.inputs, None, fold=name == "audiodeploy"))
+                case.runtimes.append(_lowered(name, module, case.inputs, None, keep_fp32))
         return target, [r for r in cases[0].runtimes], cases
+    onnx_export = None
     for name in names:
-        if name in ("audiodeploy", "stock"):
-            log(f"lowering {name} ({'computed weights folded, graph rewritten for XNNPACK' if name == 'audiodeploy' else 'stock ExecuTorch'}); large models take minutes")
-            runtimes.append(lower_module(name, module, built.example_inputs, built.dynamic_shapes, fold=name == "audiodeploy"))
+        if name in ("audiodeploy", "stock", "audiodeploy-int8"):
+            how = {
+                "audiodeploy": "computed weights folded, graph rewritten for XNNPACK",
+                "stock": "stock ExecuTorch",
+                "audiodeploy-int8": f"folded, then {INT8_SCHEME}",
+            }[name]
+            log(f"lowering {name} ({how}); large models take minutes")
+            runtimes.append(_lowered(name, module, built.example_inputs, built.dynamic_shapes, keep_fp32))
         elif name == "eager":
             runtimes.append(EagerRuntime(module))
-        elif name == "onnxruntime":
-            log("exporting to ONNX (torch.onnx.export, dynamo)")
-            runtimes.append(OnnxRuntime(module, built.example_inputs, built.dynamic_shapes, threads or 1))
+        elif name in ("onnxruntime", "onnxruntime-int8"):
+            if onnx_export is None:  # one export for both: onnxruntime-int8 quantizes what onnxruntime runs
+                log("exporting to ONNX (torch.onnx.export, dynamo)")
+                onnx_export = export_onnx(module, built.example_inputs, built.dynamic_shapes)
+            if name == "onnxruntime-int8":
+                log("quantizing the ONNX model (onnxruntime quantize_dynamic, QInt8)")
+            runtimes.append(
+                OnnxRuntime(
+                    module,
+                    built.example_inputs,
+                    built.dynamic_shapes,
+                    threads or 1,
+                    int8=name == "onnxruntime-int8",
+                    exported=onnx_export,
+                )
+            )
     return target, runtimes, cases
 
 
+def _lowered(name: str, module: torch.nn.Module, inputs, dynamic_shapes, keep_fp32: Sequence[str]) -> Runtime:
+    """The ExecuTorch runtime ``name`` stands for: audiodeploy, stock, or audiodeploy-int8 (with ``keep_fp32``)."""
+    if name == "audiodeploy-int8":
+        return lower_module(name, module, inputs, dynamic_shapes, fold=True, quantize=INT8_SCHEME, keep_fp32=keep_fp32)
+    return lower_module(name, module, inputs, dynamic_shapes, fold=name == "audiodeploy")
+
+
 def _pte_cases(request: BenchRequest, transport, log: Log):
-    from audiodeploy.recipes.spec import InputSpec
-    from audiodeploy.runtime.sidecar import SidecarError, read_sidecar
+    from audiodeploy.program.description import read_sidecar, sidecar_path
 
     path = Path(request.target)
     runtime = pte_runtime(path)
     bounds = runtime.input_upper_bounds()  # also proves the program loads, before anything is pushed
     if len(bounds) != 1 or bounds[0][1] != _FLOAT32:
         raise BenchError(f"{path}: bench feeds one float32 input; this program takes {len(bounds)} input(s)")
-    try:
-        model = read_sidecar(path)["model"]
-    except SidecarError:
-        model = None
+    description = None
+    if sidecar_path(path).exists():
+        sidecar = read_sidecar(path)  # a sidecar that is there must describe this program
+        sidecar.check_digest(runtime.buffer, str(path))
+        description = sidecar.description
     target = {
         "kind": "pte",
-        "recipe": model["recipe"] if model else None,
-        "variant": model["variant"] if model else None,
-        "source": model["source"] if model else None,
-        "weights": model["weights"] if model else None,
+        "recipe": description.recipe if description else None,
+        "variant": description.variant if description else None,
+        "source": description.source if description else None,
+        "weights": description.weights if description else None,
         "parameters": None,
         "path": str(path),
-        "sample_rate": model["sample_rate"] if model else None,
-        "input_kind": model["input"]["kind"] if model else None,
-        "length_range_seconds": model["length_range_seconds"] if model else None,
+        "sample_rate": description.sample_rate if description else None,
+        "input_kind": description.input.kind if description else None,
+        "length_range_seconds": list(description.length_range_seconds) if description else None,
     }
-    spec = InputSpec.from_dict(model["input"]) if model else None
+    spec = description.input if description else None
     upper_shape = bounds[0][0]
     generator = torch.Generator().manual_seed(request.seed + 1)
     cases = []
@@ -261,22 +331,22 @@ def _counts(request: BenchRequest, names: Sequence[str]) -> dict[str, RunCounts]
 
 
 def _measure(request, target, runtimes, cases, transport, threads, machine, log) -> dict:
-    names = [r.name for r in runtimes]
+    infos = transport.runtime_infos(runtimes)
+    names = list(infos)
     baseline = "audiodeploy" if "audiodeploy" in names and len(names) > 1 else None
+    if baseline is None and "pte-native" in names:
+        baseline = "pte"  # --device native on a .pte: the Python runtime against the runner
     counts = _counts(request, names)
     case_records = []
     try:
         for case in cases:
             programs = case.runtimes or runtimes
             log(f"measuring at {case.audio_seconds:g} s of audio" if case.audio_seconds else "measuring")
-            if transport.kind == "adb":
-                measured = transport.measure(programs, case.inputs, counts, log, threads=threads)
-            else:
-                measured = transport.measure(programs, case.inputs, counts, log)
+            measured = transport.measure(programs, case.inputs, counts, log, threads=threads)
             case_records.append(_case_record(case, measured, baseline))
     finally:
         transport.close(runtimes)
-    if transport.kind == "adb" and threads is None:
+    if threads is None:
         machine["threads"] = None
     name = request.name or (
         f"{target['recipe']}-{target['variant']}" if target["kind"] == "recipe" else Path(target["path"]).stem
@@ -298,7 +368,7 @@ def _measure(request, target, runtimes, cases, transport, threads, machine, log)
         },
         "machine": machine,
         "baseline": baseline,
-        "runtimes": {r.name: r.info.to_dict() for r in runtimes},
+        "runtimes": infos,
         "cases": case_records,
         "ratios_note": RATIOS_NOTE,
         "memory_note": MEMORY_NOTE,
@@ -306,18 +376,25 @@ def _measure(request, target, runtimes, cases, transport, threads, machine, log)
 
 
 def _case_record(case: _Case, measured: dict[str, Measurement], baseline: str | None) -> dict:
+    from audiodeploy.lowering.fidelity import frame_argmax_agreement, output_snr_db
+
     figures = {}
     for name, m in measured.items():
-        diff = None
+        diff = snr = agreement = None
         if case.expected is not None and m.output is not None:
             if tuple(m.output.shape) != tuple(case.expected.shape):
                 raise BenchError(f"{name}: output shape {tuple(m.output.shape)}, eager PyTorch gives {tuple(case.expected.shape)}")
             diff = float((m.output.float() - case.expected.float()).abs().max())
+            snr = output_snr_db(case.expected, m.output)
+            if case.ctc:
+                agreement = frame_argmax_agreement(case.expected, m.output)
         figures[name] = {
             "load_s": m.load_s,
             "peak_rss_bytes": m.peak_rss_bytes,
             "rtf": None if not case.audio_seconds else m.latency["median_s"] / case.audio_seconds,
             "max_abs_diff_vs_eager": diff,
+            "snr_db_vs_eager": _json_float(snr),
+            "argmax_agreement_vs_eager": agreement,
             "notes": list(m.notes),
             "latency": m.latency,
         }
@@ -340,3 +417,9 @@ def _case_record(case: _Case, measured: dict[str, Measurement], baseline: str | 
         "ratios": ratios,
         "paired_ratios": paired,
     }
+
+
+def _json_float(value: float | None) -> float | None:
+    """``value`` when JSON can hold it; None for an infinite SNR (the output is eager's bit for bit, as eager's
+    own is: ``max_abs_diff_vs_eager`` 0 says so)."""
+    return value if value is None or math.isfinite(value) else None

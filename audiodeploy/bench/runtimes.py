@@ -5,7 +5,10 @@
 - ``pte``: a .pte file given by the user, run by ExecuTorch's runtime;
 - ``eager``: the PyTorch module itself, under ``torch.no_grad()``;
 - ``onnxruntime``: ONNX Runtime on an ONNX export of the same module (``torch.onnx.export(...,
-  dynamo=True)``, the same dynamic length axis), all graph optimizations, the same thread count.
+  dynamo=True)``, the same dynamic length axis), all graph optimizations, the same thread count;
+- ``audiodeploy-int8``: ``audiodeploy.lower(..., quantize="int8-dynamic", keep_fp32=<the recipe's default>)``;
+- ``onnxruntime-int8``: ONNX Runtime on ``onnxruntime.quantization.quantize_dynamic`` (QInt8 weights, per
+  tensor, its defaults) of the same ONNX export ``onnxruntime`` runs.
 
 Building a runtime does the slow, one-off work (lowering, ONNX export) and records how long it took;
 ``load()`` is what a user's app pays at start-up and is timed by the transport.
@@ -26,7 +29,7 @@ import torch
 
 from audiodeploy.bench.errors import BenchError
 
-COMPARABLE = ("stock", "eager", "onnxruntime")
+COMPARABLE = ("stock", "eager", "onnxruntime", "audiodeploy-int8", "onnxruntime-int8")
 """What ``--compare`` accepts, in the order results list them (after ``audiodeploy``)."""
 
 LABELS = {
@@ -35,7 +38,12 @@ LABELS = {
     "stock": "stock ExecuTorch lowering",
     "eager": "eager PyTorch",
     "onnxruntime": "ONNX Runtime",
+    "audiodeploy-int8": "audiodeploy int8-dynamic (ExecuTorch + XNNPACK, folded, then quantized)",
+    "onnxruntime-int8": "ONNX Runtime int8 (quantize_dynamic, QInt8)",
 }
+
+INT8_SCHEME = "int8-dynamic"
+"""What ``audiodeploy-int8`` lowers with (``audiodeploy export --quantize``)."""
 
 BENCH_EXTRA_HINT = "pip install -e '.[bench]'"
 
@@ -100,16 +108,18 @@ class ExecuTorchRuntime(Runtime):
         self._method = None
 
     def load(self) -> None:
-        from executorch.runtime import Runtime as ExecuTorch
-        from executorch.runtime import Verification
+        from audiodeploy.runtime.program import Program, ProgramLoadError
 
-        from audiodeploy.runtime import ProgramLoadError
-
-        try:
-            self._program = ExecuTorch.get().load_program(self.buffer, verification=Verification.Minimal)
-            self._method = self._program.load_method("forward")
-        except (RuntimeError, ValueError) as error:
-            raise ProgramLoadError(f"{self.origin} is not a loadable ExecuTorch program ({error})") from None
+        # audiodeploy's one loader: its checks, its crash probe, verification, every method loaded, its
+        # one-line ProgramLoadError. Bytes this process lowered (``prepare_s`` is set only then) are trusted,
+        # so that the load time is what an app pays for a program it has loaded before, not the probe.
+        program = Program(self.buffer, origin=self.origin, trusted=self.info.prepare_s is not None)
+        if "forward" not in program.method_names:
+            raise ProgramLoadError(
+                f"{self.origin}: the program has no 'forward' method (it has {', '.join(program.method_names)})"
+            )
+        self._method = program.method("forward")  # `execute(inputs)`: no checks in Python, for timing
+        self._program = program
 
     def run(self, inputs: Sequence[torch.Tensor]) -> torch.Tensor:
         if self._method is None:
@@ -123,21 +133,17 @@ class ExecuTorchRuntime(Runtime):
     def input_upper_bounds(self) -> list[tuple[tuple[int, ...], int]]:
         """(shape, ExecuTorch dtype code) of each input at its upper bound, from the program's method meta.
 
-        ExecuTorch's ``executor_runner`` sizes every input to this bound.
+        ExecuTorch's ``executor_runner`` sizes every input to this bound. Loads the program (and drops it)
+        unless it is loaded: a ProgramLoadError here means it does not load.
         """
-        from executorch.extension.pybindings import portable_lib
+        from audiodeploy.runtime.program import Program, ProgramLoadError
 
-        from audiodeploy.runtime import ProgramLoadError
-
-        try:
-            module = portable_lib._load_for_executorch_from_buffer(self.buffer)
-            meta = module.method_meta("forward")
-            return [
-                (tuple(meta.input_tensor_meta(i).sizes()), int(meta.input_tensor_meta(i).dtype()))
-                for i in range(meta.num_inputs())
-            ]
-        except (RuntimeError, ValueError) as error:
-            raise ProgramLoadError(f"{self.origin} is not a loadable ExecuTorch program ({error})") from None
+        program = self._program or Program(self.buffer, origin=self.origin, trusted=self.info.prepare_s is not None)
+        if "forward" not in program.method_names:
+            raise ProgramLoadError(
+                f"{self.origin}: the program has no 'forward' method (it has {', '.join(program.method_names)})"
+            )
+        return [(spec.sizes, -1 if spec.scalar_type is None else spec.scalar_type) for spec in program.input_specs()]
 
 
 def lower_module(
@@ -146,12 +152,20 @@ def lower_module(
     example_inputs: tuple[torch.Tensor, ...],
     dynamic_shapes: Any,
     fold: bool,
+    quantize: str | None = None,
+    keep_fp32: Sequence[str] = (),
 ) -> ExecuTorchRuntime:
-    """Lower ``module`` with ``audiodeploy.lower`` (``fold=False``: stock ExecuTorch) into a runtime."""
+    """Lower ``module`` with ``audiodeploy.lower`` (``fold=False``: stock ExecuTorch; ``quantize``: int8,
+    with the GEMMs of ``keep_fp32`` in fp32) into a runtime."""
     import audiodeploy
 
     start = time.perf_counter()
-    lowered = audiodeploy.lower(module, example_inputs, dynamic_shapes=dynamic_shapes, fold=fold)
+    if quantize is None:
+        lowered = audiodeploy.lower(module, example_inputs, dynamic_shapes=dynamic_shapes, fold=fold)
+    else:
+        lowered = audiodeploy.lower(
+            module, example_inputs, dynamic_shapes=dynamic_shapes, fold=fold, quantize=quantize, keep_fp32=keep_fp32
+        )
     prepare_s = time.perf_counter() - start
     if lowered.external_data:
         raise BenchError(f"{name}: the lowered program keeps constants in a .ptd file, which bench does not run")
@@ -166,6 +180,9 @@ def lower_module(
         prepare_s=prepare_s,
         lowering_report=lowered.report.to_dict(),
     )
+    if quantize is not None:
+        kept = f"; kept fp32: {', '.join(keep_fp32)}" if keep_fp32 else "; nothing kept fp32"
+        info.notes.append(f"audiodeploy.lower(quantize={quantize!r}){kept}")
     return ExecuTorchRuntime(info, lowered.buffer, origin=f"{name} lowering")
 
 
@@ -212,12 +229,12 @@ class EagerRuntime(Runtime):
             return self.module(*inputs)
 
 
-def require_onnxruntime() -> None:
-    """Fail early, in one line, when ``--compare onnxruntime`` cannot be honoured."""
+def require_onnxruntime(compared: str = "onnxruntime") -> None:
+    """Fail early, in one line, when ``--compare onnxruntime`` (or ``onnxruntime-int8``) cannot be honoured."""
     missing = [name for name in ("onnxruntime", "onnxscript", "onnx") if not _imports(name)]
     if missing:
         raise BenchError(
-            f"--compare onnxruntime needs {', '.join(missing)}, which {'is' if len(missing) == 1 else 'are'} "
+            f"--compare {compared} needs {', '.join(missing)}, which {'is' if len(missing) == 1 else 'are'} "
             f"not installed: {BENCH_EXTRA_HINT}"
         )
 
@@ -238,6 +255,10 @@ class OnnxRuntime(Runtime):
     All graph optimizations; ``threads`` intra-op threads, sequential execution. Idle
     threads do not spin: in an interleaved run a spinning pool would take the CPU from
     the runtime timed next.
+
+    ``int8=True`` (``onnxruntime-int8``) runs ``quantize_dynamic`` (QInt8) of the export. ``exported``
+    is ``(onnx bytes, seconds it took)`` of an export already made, so that ``onnxruntime`` and
+    ``onnxruntime-int8`` run the same one (see :func:`export_onnx`).
     """
 
     def __init__(
@@ -246,21 +267,30 @@ class OnnxRuntime(Runtime):
         example_inputs: tuple[torch.Tensor, ...],
         dynamic_shapes: Any,
         threads: int,
+        *,
+        int8: bool = False,
+        exported: tuple[bytes, float] | None = None,
     ) -> None:
-        require_onnxruntime()
+        name = "onnxruntime-int8" if int8 else "onnxruntime"
+        require_onnxruntime(name)
         import onnxruntime
 
         self.threads = threads
+        model, export_s = exported if exported is not None else export_onnx(module, example_inputs, dynamic_shapes)
+        notes = ["torch.onnx.export(dynamo=True); ORT_ENABLE_ALL; CPUExecutionProvider; no thread spinning"]
         start = time.perf_counter()
-        self.model: bytes | None = _export_onnx(module, example_inputs, dynamic_shapes)
-        prepare_s = time.perf_counter() - start
+        if int8:
+            model = quantize_onnx_dynamic(model)
+            notes.append("onnxruntime.quantization.quantize_dynamic(weight_type=QInt8), its defaults (per-tensor weights)")
+        self.model: bytes | None = model
+        prepare_s = export_s + time.perf_counter() - start
         self.info = RuntimeInfo(
-            name="onnxruntime",
-            label=f"{LABELS['onnxruntime']} {onnxruntime.__version__}",
+            name=name,
+            label=f"{LABELS[name]} {onnxruntime.__version__}",
             engine="onnxruntime",
-            program_bytes=len(self.model),
+            program_bytes=len(model),
             prepare_s=prepare_s,
-            notes=["torch.onnx.export(dynamo=True); ORT_ENABLE_ALL; CPUExecutionProvider; no thread spinning"],
+            notes=notes,
         )
         self._session = None
         self._input_names: list[str] = []
@@ -276,19 +306,66 @@ class OnnxRuntime(Runtime):
         options.add_session_config_entry("session.intra_op.allow_spinning", "0")
         options.log_severity_level = 3
         if self.model is None:
-            raise RuntimeError("onnxruntime: load() twice")
+            raise RuntimeError(f"{self.name}: load() twice")
         self._session = onnxruntime.InferenceSession(self.model, options, providers=["CPUExecutionProvider"])
         self._input_names = [i.name for i in self._session.get_inputs()]
         self.model = None  # the session holds its own copy of the weights
 
     def run(self, inputs: Sequence[torch.Tensor]) -> torch.Tensor:
         if self._session is None:
-            raise RuntimeError("onnxruntime: run() before load()")
+            raise RuntimeError(f"{self.name}: run() before load()")
         feed = {name: tensor.numpy() for name, tensor in zip(self._input_names, inputs)}
         return torch.from_numpy(self._session.run(None, feed)[0])
 
     def unload(self) -> None:
         self._session = None
+
+
+def export_onnx(
+    module: torch.nn.Module, example_inputs: tuple[torch.Tensor, ...], dynamic_shapes: Any
+) -> tuple[bytes, float]:
+    """The ONNX export ``onnxruntime`` and ``onnxruntime-int8`` run, and how many seconds it took."""
+    start = time.perf_counter()
+    model = _export_onnx(module, example_inputs, dynamic_shapes)
+    return model, time.perf_counter() - start
+
+
+def quantize_onnx_dynamic(model: bytes) -> bytes:
+    """``onnxruntime.quantization.quantize_dynamic`` of a serialized ONNX model: QInt8 weights, its defaults."""
+    import tempfile
+
+    import onnx
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    chatter = io.StringIO()
+    # quantize_dynamic advises pre-processing through the root logger, on every call: not the user's business.
+    advice = _DropRecordsFrom("onnxruntime")
+    logging.getLogger().addFilter(advice)
+    try:
+        with tempfile.TemporaryDirectory(prefix="audiodeploy-ort-int8-") as directory:
+            output = Path(directory) / "int8.onnx"
+            with contextlib.redirect_stdout(chatter):
+                quantize_dynamic(onnx.load_from_string(model), output, weight_type=QuantType.QInt8)
+            return output.read_bytes()
+    except Exception as error:
+        logging.getLogger(__name__).debug("quantize_dynamic output:\n%s", chatter.getvalue())
+        message = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        raise BenchError(
+            f"ONNX Runtime quantize_dynamic failed ({message}); leave onnxruntime-int8 out of --compare"
+        ) from None
+    finally:
+        logging.getLogger().removeFilter(advice)
+
+
+class _DropRecordsFrom(logging.Filter):
+    """Drops the log records emitted from a package's files (``pathname`` under ``.../<package>/``)."""
+
+    def __init__(self, package: str) -> None:
+        super().__init__()
+        self.fragment = f"{package}/"
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return self.fragment not in record.pathname.replace("\\", "/")
 
 
 def _export_onnx(module: torch.nn.Module, example_inputs: tuple[torch.Tensor, ...], dynamic_shapes: Any) -> bytes:

@@ -1,14 +1,16 @@
-"""CTC vocabularies and greedy decoding for the speech recognizers."""
+"""CTC vocabularies and greedy decoding: the labels a speech recognizer's logits index, and how to read them."""
 
 from __future__ import annotations
 
 import itertools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-
-import torch
+from typing import TYPE_CHECKING
 
 from ._fields import str_field, str_tuple_field
+
+if TYPE_CHECKING:
+    import torch
 
 # The character vocabulary of the published English CTC checkpoints (vocab.json of
 # facebook/wav2vec2-base-960h, shared by wav2vec2-large-960h, wav2vec2-large-960h-lv60-self and
@@ -66,6 +68,10 @@ class CtcVocabulary:
 
     def decode(self, logits: torch.Tensor) -> str:
         """Greedy CTC decoding of logits shaped `(1, frames, vocabulary)` or `(frames, vocabulary)`."""
+        return self.decode_ids(self.frame_labels(logits))
+
+    def frame_labels(self, logits: torch.Tensor) -> list[int]:
+        """The best label of each frame of logits shaped `(1, frames, vocabulary)` or `(frames, vocabulary)`."""
         if logits.dim() == 3:
             if logits.shape[0] != 1:
                 raise ValueError(f"expected a batch of one, got logits of shape {tuple(logits.shape)}")
@@ -74,7 +80,7 @@ class CtcVocabulary:
             raise ValueError(
                 f"logits of shape {tuple(logits.shape)} do not match a vocabulary of {len(self.tokens)} tokens"
             )
-        return self.decode_ids(logits.argmax(dim=-1).tolist())
+        return logits.argmax(dim=-1).tolist()
 
     def to_dict(self) -> dict[str, object]:
         return {

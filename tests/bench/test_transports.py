@@ -13,6 +13,7 @@ from audiodeploy.bench.runtimes import pte_runtime
 from audiodeploy.bench.transports import (
     AdbTransport,
     RunCounts,
+    SshDestination,
     _measurement,
     parse_device,
     parse_runner_output,
@@ -84,8 +85,22 @@ def test_device_option():
     assert parse_device("local") == ("local", None)
     assert parse_device("adb") == ("adb", None)
     assert parse_device("adb:R58M123ABC") == ("adb", "R58M123ABC")
-    with pytest.raises(BenchError, match="'local', 'adb' or 'adb:SERIAL'"):
+    assert parse_device("ssh:pi@raspberrypi.local") == ("ssh", "pi@raspberrypi.local")
+    assert parse_device("ssh:board:2222") == ("ssh", "board:2222")
+    with pytest.raises(BenchError, match=r"'adb:SERIAL' or 'ssh:\[USER@\]HOST\[:PORT\]'"):
         parse_device("usb")
+
+
+@pytest.mark.parametrize("spec", ["ssh:-oProxyCommand=x", "ssh:-l@host", "ssh:host:0", "ssh:host:ssh", "ssh:a b", "ssh:@host"])
+def test_ssh_destinations_that_ssh_would_misread_are_refused(spec):
+    with pytest.raises(BenchError, match=r"--device ssh:"):
+        parse_device(spec)
+
+
+def test_ssh_destination_parts():
+    destination = SshDestination.parse("pi@10.0.0.7:2222")
+    assert (destination.user, destination.host, destination.port, destination.target) == ("pi", "10.0.0.7", 2222, "pi@10.0.0.7")
+    assert SshDestination.parse("board") == SshDestination("board")
 
 
 def test_adb_commands_name_the_serial_only_when_given(tmp_path):

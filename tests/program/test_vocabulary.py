@@ -8,7 +8,7 @@ import pytest
 import torch
 from transformers import Wav2Vec2CTCTokenizer
 
-from audiodeploy.recipes import STANDARD_ENGLISH, TORCHAUDIO_ENGLISH, CtcVocabulary, greedy_decode
+from audiodeploy.program.vocabulary import STANDARD_ENGLISH, TORCHAUDIO_ENGLISH, CtcVocabulary, greedy_decode
 
 
 def logits_for(ids: list[int], vocabulary_size: int = 32) -> torch.Tensor:

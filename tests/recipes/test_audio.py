@@ -16,8 +16,8 @@ def tone(seconds: float, sample_rate: int) -> np.ndarray:
     return (0.3 * np.sin(2 * math.pi * 220 * time)).astype(np.float32)
 
 
-def test_hifigan_front_end_is_speecht5_log_mel():
-    mel = recipes.get("hifigan").build("tiny").mel
+def test_speecht5_hifigan_front_end_is_speecht5_log_mel():
+    mel = recipes.get("speecht5-hifigan").build("tiny").mel
     assert mel is not None and mel.flavor == "speecht5"
     features = mel(tone(1.0, 16_000))
     assert features.shape == (1, 63, 80) and features.dtype == torch.float32
@@ -35,7 +35,7 @@ def test_univnet_front_end_is_univnet_log_mel():
 
 
 def test_a_vocoder_resynthesizes_a_waveform_of_its_mel_length():
-    built = recipes.get("hifigan").build("tiny")
+    built = recipes.get("speecht5-hifigan").build("tiny")
     assert built.mel is not None
     mel = built.mel(tone(1.0, built.sample_rate))
     with torch.no_grad():
@@ -49,8 +49,8 @@ def test_front_end_round_trips_through_a_dictionary():
     assert MelSpectrogram.from_dict(mel.to_dict()) == mel
 
 
-def test_hifigan_front_end_handles_any_duration():
+def test_speecht5_hifigan_front_end_handles_any_duration():
     # SpeechT5's extractor takes milliseconds and slices with them: they must reach it as integers.
-    mel = recipes.get("hifigan").build("tiny").mel
+    mel = recipes.get("speecht5-hifigan").build("tiny").mel
     assert mel is not None
     assert mel(tone(2.5, 16_000)).shape == (1, 157, 80)

@@ -1,4 +1,5 @@
-"""HiFi-GAN: weight-norm and spectral-norm generators at test size, real weights loading, the published size."""
+"""SpeechT5's HiFi-GAN (recipe `speecht5-hifigan`): weight-norm and spectral-norm generators at test size, real
+weights loading, the published size."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ CONVOLUTIONS = 78  # conv_pre, 4 upsamplers, 12 residual blocks of 6, conv_post
 
 
 def test_tiny_weight_norm_fp32_builds_and_exports_like_eager():
-    built = recipes.get("hifigan").build("tiny")
+    built = recipes.get("speecht5-hifigan").build("tiny")
     assert built.weights_provenance == "synthetic (seed 0) from the test-size 'tiny' configuration"
     assert (built.input.kind, built.input.layout) == ("mel", ("batch", "frames", "mel_bins"))
     assert (built.input.min_length, built.input.max_length, built.input.samples_per_step) == (63, 625, 256)
@@ -35,7 +36,7 @@ def test_tiny_weight_norm_fp32_builds_and_exports_like_eager():
 
 
 def test_tiny_spectral_norm_fp32_builds_and_exports_like_eager():
-    built = recipes.get("hifigan").build("tiny-spectral-norm")
+    built = recipes.get("speecht5-hifigan").build("tiny-spectral-norm")
     model = built.module.model
     assert count_parametrized_convolutions(model, _SpectralNorm) == CONVOLUTIONS
     assert count_parametrized_convolutions(model, _WeightNorm) == 0
@@ -51,7 +52,7 @@ def test_tiny_spectral_norm_fp32_builds_and_exports_like_eager():
 
 
 def test_published_generator_builds_at_full_size():
-    built = recipes.get("hifigan").build()
+    built = recipes.get("speecht5-hifigan").build()
     assert built.variant == "v1"
     assert built.weights_provenance == "synthetic (seed 0) from the published microsoft/speecht5_hifigan configuration"
     model = built.module.model
@@ -64,7 +65,7 @@ def test_published_generator_builds_at_full_size():
 
 def test_transformers_weights_round_trip(tmp_path):
     # Published checkpoints store plain convolution weights; the recipe applies weight norm after loading.
-    recipe = recipes.get("hifigan")
+    recipe = recipes.get("speecht5-hifigan")
     config = recipe.transformers_config(recipe.variant("tiny").architecture)
     torch.manual_seed(5)
     plain = SpeechT5HifiGan(config).eval()
@@ -79,7 +80,7 @@ def test_transformers_weights_round_trip(tmp_path):
 
 def test_the_spectral_norm_variant_refuses_weights(tmp_path):
     with pytest.raises(WeightsError) as caught:
-        recipes.get("hifigan").build("spectral-norm", weights=str(tmp_path))
+        recipes.get("speecht5-hifigan").build("spectral-norm", weights=str(tmp_path))
     assert_one_line(caught.value, "variant 'spectral-norm' has no trained weights", "--variant v1")
 
 
@@ -87,5 +88,5 @@ def test_weights_of_another_model_type_are_refused(tmp_path):
     config = UnivNetConfig(model_in_channels=4, model_hidden_channels=4, kernel_predictor_hidden_channels=4)
     UnivNetModel(config).save_pretrained(tmp_path)
     with pytest.raises(WeightsMismatchError) as caught:
-        recipes.get("hifigan").build("tiny", weights=str(tmp_path))
+        recipes.get("speecht5-hifigan").build("tiny", weights=str(tmp_path))
     assert_one_line(caught.value, "hold a 'univnet' model", "builds 'speecht5_hifigan'")

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 from dataclasses import dataclass
 
 import pytest
@@ -27,7 +30,7 @@ from audiodeploy.recipes import (
 )
 from tests.recipes.helpers import assert_exports_like_eager, assert_one_line
 
-BUILT_IN = ("hifigan", "hubert", "univnet", "wav2vec2", "wavlm")
+BUILT_IN = ("hifigan", "hubert", "speecht5-hifigan", "univnet", "wav2vec2", "wavlm")
 
 
 def test_available_lists_the_built_in_recipes_sorted():
@@ -35,11 +38,11 @@ def test_available_lists_the_built_in_recipes_sorted():
 
 
 def test_family_modules_are_importable_as_audiodeploy_recipes():
-    from audiodeploy.recipes import hifigan, hubert, univnet, wav2vec2, wavlm
+    from audiodeploy.recipes import hifigan, hifigan_original, hubert, univnet, wav2vec2, wavlm
 
-    assert [module.__name__ for module in (wav2vec2, hubert, wavlm, hifigan, univnet)] == [
-        f"audiodeploy.recipes.{name}" for name in ("wav2vec2", "hubert", "wavlm", "hifigan", "univnet")
-    ]
+    modules = (wav2vec2, hubert, wavlm, hifigan, hifigan_original, univnet)
+    names = ("wav2vec2", "hubert", "wavlm", "hifigan", "hifigan_original", "univnet")
+    assert [module.__name__ for module in modules] == [f"audiodeploy.recipes.{name}" for name in names]
 
 
 def test_get_returns_the_declared_recipe():
@@ -57,7 +60,8 @@ def test_get_returns_the_declared_recipe():
         ("wav2vec2", ("base", "large", "large-lv60"), ("transformers", "torchaudio")),
         ("hubert", ("base", "large"), ("transformers", "torchaudio")),
         ("wavlm", ("base-plus", "large"), ("transformers", "torchaudio")),
-        ("hifigan", ("v1", "spectral-norm"), ("transformers",)),
+        ("hifigan", ("v1", "v2", "v3"), ("original",)),
+        ("speecht5-hifigan", ("v1", "spectral-norm"), ("transformers",)),
         ("univnet", ("c32",), ("transformers",)),
     ],
 )
@@ -84,19 +88,49 @@ def test_unknown_variant_error_names_the_listed_variants():
 
 def test_unknown_source_error_names_the_sources():
     with pytest.raises(UnknownSourceError) as caught:
-        recipes.get("hifigan").build(variant="tiny", source="torchaudio")
-    assert_one_line(caught.value, "recipe 'hifigan' cannot be built from source 'torchaudio'", "transformers")
+        recipes.get("speecht5-hifigan").build(variant="tiny", source="torchaudio")
+    assert_one_line(
+        caught.value, "recipe 'speecht5-hifigan' cannot be built from source 'torchaudio'", "transformers"
+    )
 
 
 def test_describe_is_json_ready_and_hides_test_variants():
-    import json
-
     described = json.loads(json.dumps(recipes.get("wav2vec2").describe()))
     assert [v["name"] for v in described["variants"]] == ["base", "large", "large-lv60"]
     assert described["variants"][0]["checkpoint"] == "facebook/wav2vec2-base-960h"
     assert described["default_length_range_seconds"] == [1.0, 10.0]
     assert described["input"] == "waveform"
     assert described["output"]["postprocess"] == "ctc-greedy-decode"
+
+
+# Run in a fresh interpreter: this one has long imported torch. Prints the recipes it listed and which of the
+# heavy libraries (seconds to import) the listing imported.
+_LIST_WITHOUT_LIBRARIES = """
+import json, sys
+from audiodeploy import recipes
+
+for name in recipes.available():
+    recipe = recipes.get(name)
+    json.dumps(recipe.describe())
+    for variant in recipe.variant_names(include_hidden=True):
+        recipe.variant(variant)
+    recipe.source()
+    recipe.default_length_range
+print(json.dumps({
+    "listed": recipes.available(),
+    "imported": [library for library in ("torch", "torchaudio", "transformers") if library in sys.modules],
+}))
+"""
+
+
+def test_listing_and_describing_recipes_imports_no_model_library():
+    """`audiodeploy list` answers at once: declaring, listing and describing every recipe imports neither
+    torch, torchaudio nor transformers (a build imports them)."""
+    result = subprocess.run([sys.executable, "-c", _LIST_WITHOUT_LIBRARIES], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    answer = json.loads(result.stdout)
+    assert tuple(answer["listed"]) == BUILT_IN
+    assert answer["imported"] == []
 
 
 # A user-defined recipe: the smallest thing the registry accepts.

@@ -1,0 +1,401 @@
+"""A program and its description, loaded: transcribe, vocode, or run, on inputs of any length.
+
+    import audiodeploy.runtime as runtime
+    model = runtime.load("wav2vec2.pte")           # a SpeechRecognizer: the sidecar says it is CTC
+    print(model.transcribe("speech.flac").text)     # any duration, any rate, any channel count
+    vocoder = runtime.load("hifigan.pte")          # a Vocoder
+    vocoder.vocode_to_file("mel.npy", "speech.wav")  # long mels stream to disk in windows
+
+Only the program and its description are needed: no recipe, no model library.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from audiodeploy._files import display
+from audiodeploy.program.description import DescriptionError, ProgramDescription, read_sidecar, sidecar_path
+from audiodeploy.program.spec import InputSpec, Task
+from audiodeploy.runtime.audio import AudioFile, AudioInputError, WavWriter, open_audio
+from audiodeploy.runtime.program import Program
+from audiodeploy.runtime.windows import Window, WindowPlan, plan_windows
+
+if TYPE_CHECKING:
+    import torch
+
+DEFAULT_OVERLAP_FRACTION = 0.2
+"""Without `overlap_seconds`, neighbouring windows overlap by a fifth of a window, so every kept output step has at
+least a tenth of a window of context on each side."""
+
+
+class WindowOptionError(ValueError):
+    """A window or overlap that the program cannot take; the message says what it can."""
+
+
+@dataclass(frozen=True)
+class Transcript:
+    """What a CTC speech recognizer heard."""
+
+    text: str
+    labels: tuple[int, ...]
+    """The best label of every output frame, in order (indices into the description's vocabulary)."""
+    seconds: float
+    """Duration of the audio transcribed."""
+    windows: int
+    """How many times the program ran."""
+
+
+@dataclass(frozen=True)
+class Waveform:
+    """A vocoded waveform in memory."""
+
+    samples: torch.Tensor
+    """Mono float32 samples, `frames * hop` of them."""
+    sample_rate: int
+    windows: int
+
+    @property
+    def seconds(self) -> float:
+        return self.samples.numel() / self.sample_rate
+
+    def save(self, path: str | os.PathLike[str]) -> Path:
+        """Write it as a 16-bit wav, atomically."""
+        from audiodeploy.runtime.audio import write_wav
+
+        return write_wav(path, self.samples, self.sample_rate)
+
+
+@dataclass(frozen=True)
+class WrittenAudio:
+    """A vocoded waveform written to a file."""
+
+    path: Path
+    samples: int
+    sample_rate: int
+    windows: int
+
+    @property
+    def seconds(self) -> float:
+        return self.samples / self.sample_rate
+
+
+class Model:
+    """A loaded program with its description (None for a program without a sidecar: only `run` then)."""
+
+    def __init__(self, program: Program, description: ProgramDescription | None, path: Path | None = None) -> None:
+        self.program = program
+        self.description = description
+        self.path = path
+
+    @property
+    def task(self) -> Task | None:
+        return None if self.description is None else self.description.task
+
+    def run(self, inputs: Sequence[torch.Tensor], method: str = "forward") -> list[torch.Tensor]:
+        """Run `method` once on `inputs` as they are (checked against what the program declares)."""
+        return self.program.run(inputs, method)
+
+    def __repr__(self) -> str:
+        what = "no description" if self.description is None else f"{self.description.recipe} {self.description.variant}"
+        return f"{type(self).__name__}({self.program.origin}, {what})"
+
+
+class _Windowed(Model):
+    """What the speech recognizer and the vocoder share: cutting an input into windows the program takes."""
+
+    description: ProgramDescription
+    unit: int
+    """Input steps per output step (see `windows`)."""
+
+    @property
+    def spec(self) -> InputSpec:
+        return self.description.input
+
+    def plan(self, total_steps: int, window_seconds: float | None, overlap_seconds: float | None, tail: int = 0) -> WindowPlan:
+        """The windows for an input of `total_steps` steps (samples or mel frames)."""
+        spec, unit = self.spec, self.unit
+        steps_per_second = spec.sample_rate / spec.samples_per_step
+        min_units, max_units = -(-spec.min_length // unit), spec.max_length // unit
+        span = f"{spec.seconds(spec.min_length):g}-{spec.seconds(spec.max_length):g} s"
+        if window_seconds is None:
+            window = max_units
+        else:
+            if not (math.isfinite(window_seconds) and window_seconds > 0):
+                raise WindowOptionError(f"a window of {window_seconds} s is not a duration; give positive seconds")
+            window = math.floor(window_seconds * steps_per_second / unit)
+            if not min_units <= window <= max_units:
+                raise WindowOptionError(
+                    f"a window of {window_seconds:g} s does not fit this program, which takes {span}: "
+                    "give a window in that range"
+                )
+        if overlap_seconds is None:
+            overlap = max(tail, math.floor(window * DEFAULT_OVERLAP_FRACTION))
+        else:
+            if not (math.isfinite(overlap_seconds) and overlap_seconds >= 0):
+                raise WindowOptionError(f"an overlap of {overlap_seconds} s is not a duration; give seconds >= 0")
+            overlap = math.ceil(overlap_seconds * steps_per_second / unit)
+            if not tail <= overlap < window:
+                raise WindowOptionError(
+                    f"an overlap of {overlap_seconds:g} s does not fit windows of {window * unit / steps_per_second:g} s: "
+                    "give less than the window"
+                )
+        return plan_windows(-(-total_steps // unit), window, overlap, min_units, tail)
+
+    def _each_window(self, plan: WindowPlan, progress: bool, what: str) -> Iterator[Window]:
+        from rich.console import Console
+
+        console = Console(stderr=True)
+        if not progress or len(plan.windows) <= 3 or not console.is_terminal:
+            yield from plan.windows
+            return
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+        columns = (TextColumn(what), BarColumn(), MofNCompleteColumn(), TextColumn("windows"), TimeRemainingColumn())
+        # Rendered from this thread after each window: ExecuTorch holds the GIL while it runs a window, so
+        # rich's refresh thread would not get to draw until the end.
+        with Progress(*columns, console=console, transient=True, auto_refresh=False) as bar:
+            task = bar.add_task(what, total=len(plan.windows))
+            bar.refresh()
+            for window in plan.windows:
+                yield window
+                bar.advance(task)
+                bar.refresh()
+
+    def _run_window(self, batch: np.ndarray) -> np.ndarray:
+        import torch
+
+        output = self.program.run((torch.from_numpy(batch),))[0]
+        result = output.detach().numpy()
+        if not np.isfinite(result).all():
+            raise AudioInputError(
+                f"{self.program.origin}: the program's output is not finite on this input; "
+                "check the input's scale (a vocoder takes the mel its recipe computes)"
+            )
+        return result
+
+
+class SpeechRecognizer(_Windowed):
+    """A CTC program: waveform in, one label distribution per frame out."""
+
+    def __init__(self, program: Program, description: ProgramDescription, path: Path | None = None) -> None:
+        super().__init__(program, description, path)
+        self.unit = description.input.length_multiple
+        self._tail: int | None = None
+
+    @property
+    def tail(self) -> int:
+        """How many fewer frames than `unit`-sample steps the program gives (its receptive field), measured once on
+        the shortest input."""
+        if self._tail is None:
+            spec = self.spec
+            frames = self._run_window(np.zeros(spec.shape(spec.min_length), dtype=np.float32)).shape[1]
+            self._tail = max(0, spec.min_length // self.unit - frames)
+        return self._tail
+
+    def transcribe(
+        self,
+        audio: str | os.PathLike[str] | np.ndarray | torch.Tensor,
+        *,
+        sample_rate: int | None = None,
+        window_seconds: float | None = None,
+        overlap_seconds: float | None = None,
+        progress: bool = False,
+    ) -> Transcript:
+        """Greedy CTC transcript of `audio`: a file path (any soundfile format, any rate and channel count), or
+        mono samples as an array at `sample_rate` (default: the program's). Audio longer than the program takes
+        runs in windows of `window_seconds` (default: the longest input the program takes) overlapping by
+        `overlap_seconds` (default: a fifth of a window); every frame comes from one window, away from its edges.
+        `progress` shows a progress bar on stderr when there are more than three windows."""
+        spec, unit = self.spec, self.unit
+        source = open_audio(audio, spec.sample_rate, sample_rate)
+        try:
+            plan = self.plan(source.total, window_seconds, overlap_seconds, self.tail)
+            labels: list[int] = []
+            for window in self._each_window(plan, progress, "transcribing"):
+                first = window.start * unit
+                samples = source.read(first, min(first + window.units * unit, source.total))
+                batch = np.zeros(spec.shape(window.units * unit), dtype=np.float32)
+                batch[0, : samples.size] = samples
+                logits = self._run_window(batch)[0]
+                labels.extend(logits[window.keep_start : window.keep_stop].argmax(axis=-1).tolist())
+        finally:
+            if isinstance(source, AudioFile):
+                source.close()
+        vocabulary = self.description.vocabulary
+        assert vocabulary is not None  # checked when the description was read
+        return Transcript(vocabulary.decode_ids(labels), tuple(labels), source.total / spec.sample_rate, len(plan.windows))
+
+
+class _MelSource:
+    """Mel frames to vocode, read by ranges of frames: from an array (a .npy is memory-mapped, not read whole) or
+    computed from audio by the description's front end, block by block."""
+
+    def __init__(self, total: int, read: Callable[[int, int], np.ndarray]) -> None:
+        self.total = total
+        self.read = read
+
+
+class Vocoder(_Windowed):
+    """A vocoder program: mel frames in, `hop` waveform samples per frame out."""
+
+    def __init__(self, program: Program, description: ProgramDescription, path: Path | None = None) -> None:
+        super().__init__(program, description, path)
+        self.unit = 1
+
+    def _mel_source(self, source: object, sample_rate: int | None) -> tuple[_MelSource, Callable[[], None]]:
+        bins = self.spec.feature_size
+        is_path = isinstance(source, (str, os.PathLike))
+        if is_path and Path(source).suffix.lower() == ".npy":  # type: ignore[arg-type]
+            return self._mel_array(_load_npy(Path(source)), display(source)), lambda: None  # type: ignore[arg-type]
+        if not is_path:
+            array = np.asarray(source.detach().cpu().numpy() if hasattr(source, "detach") else source)  # type: ignore[union-attr]
+            # Mono samples are (samples,) or (1, samples); anything else is a mel, checked as one.
+            if not (array.ndim == 1 or (array.ndim == 2 and array.shape[0] == 1 and array.shape[1] != bins)):
+                return self._mel_array(array, "the mel spectrogram"), lambda: None
+        mel = self.description.mel
+        if mel is None:
+            raise AudioInputError(
+                f"{self.program.origin}: this vocoder's description has no mel front end; give a mel spectrogram .npy"
+            )
+        audio = open_audio(source, mel.sample_rate, sample_rate)  # type: ignore[arg-type]
+        origin = audio.origin
+        total = mel.frame_count(audio.total)
+        if total < 1:
+            raise AudioInputError(f"{origin}: too short for one mel frame; give at least {mel.win_length} samples")
+
+        def read(start: int, stop: int) -> np.ndarray:
+            return mel.frames(audio.read, audio.total, start, stop)
+
+        return _MelSource(total, read), (audio.close if isinstance(audio, AudioFile) else lambda: None)
+
+    def _mel_array(self, array: np.ndarray, origin: str) -> _MelSource:
+        bins = self.spec.feature_size
+        if array.dtype.kind not in "fiu":
+            raise AudioInputError(f"{origin}: the values are {array.dtype}; give a real-valued mel spectrogram")
+        if array.ndim == 3 and array.shape[0] == 1:
+            array = array[0]
+        if array.ndim != 2 or array.shape[1] != bins or array.shape[0] == 0:
+            raise AudioInputError(
+                f"{origin}: mel spectrogram of shape {tuple(array.shape)}; this vocoder takes (frames, {bins}) "
+                f"or (1, frames, {bins})"
+            )
+
+        def read(start: int, stop: int) -> np.ndarray:
+            block = np.asarray(array[start:stop], dtype=np.float32)
+            finite = np.isfinite(block)
+            if not finite.all():
+                frame = start + int(np.argmin(finite.all(axis=1)))
+                raise AudioInputError(f"{origin}: the mel holds NaN or infinite values (the first in frame {frame}); give finite values")
+            return block
+
+        return _MelSource(int(array.shape[0]), read)
+
+    def _vocode(self, source: object, sample_rate: int | None, window_seconds: float | None,
+                overlap_seconds: float | None, progress: bool, emit: Callable[[np.ndarray], None]) -> int:
+        """Vocode `source` window by window, handing the kept samples to `emit` in order; the window count."""
+        spec = self.spec
+        hop = spec.samples_per_step
+        mel, close = self._mel_source(source, sample_rate)
+        try:
+            plan = self.plan(mel.total, window_seconds, overlap_seconds)
+            for window in self._each_window(plan, progress, "vocoding"):
+                batch = np.zeros(spec.shape(window.units), dtype=np.float32)
+                frames = mel.read(window.start, window.start + window.valid)
+                batch[0, : frames.shape[0]] = frames
+                waveform = self._run_window(batch).reshape(-1)
+                if waveform.size < window.keep_stop * hop:
+                    raise AudioInputError(
+                        f"{self.program.origin}: the program gave {waveform.size} samples for {window.units} frames, "
+                        f"not {window.units * hop}: its description does not fit it; export it again"
+                    )
+                emit(waveform[window.keep_start * hop : window.keep_stop * hop])
+        finally:
+            close()
+        return len(plan.windows)
+
+    def vocode(
+        self,
+        source: str | os.PathLike[str] | np.ndarray | torch.Tensor,
+        *,
+        sample_rate: int | None = None,
+        window_seconds: float | None = None,
+        overlap_seconds: float | None = None,
+        progress: bool = False,
+    ) -> Waveform:
+        """The waveform of `source`: a mel spectrogram (a .npy path, or an array shaped `(frames, mel_bins)` or
+        `(1, frames, mel_bins)`) or audio (a file path, or mono samples at `sample_rate`) that the description's
+        front end turns into mel frames first. Exactly `frames * hop` samples. Long inputs run in windows as in
+        `SpeechRecognizer.transcribe`; for long inputs prefer `vocode_to_file`, which keeps memory flat."""
+        import torch
+
+        pieces: list[np.ndarray] = []
+        windows = self._vocode(source, sample_rate, window_seconds, overlap_seconds, progress, pieces.append)
+        samples = torch.from_numpy(np.concatenate(pieces) if pieces else np.zeros(0, dtype=np.float32))
+        return Waveform(samples, self.spec.sample_rate, windows)
+
+    def vocode_to_file(
+        self,
+        source: str | os.PathLike[str] | np.ndarray | torch.Tensor,
+        path: str | os.PathLike[str],
+        *,
+        sample_rate: int | None = None,
+        window_seconds: float | None = None,
+        overlap_seconds: float | None = None,
+        progress: bool = False,
+    ) -> WrittenAudio:
+        """`vocode`, written to `path` as a 16-bit wav window by window; the file appears whole when done, and
+        nothing is left behind when anything fails."""
+        with WavWriter(path, self.spec.sample_rate) as writer:
+            windows = self._vocode(source, sample_rate, window_seconds, overlap_seconds, progress, writer.write)
+        return WrittenAudio(Path(path), writer.samples, self.spec.sample_rate, windows)
+
+
+def _load_npy(path: Path) -> np.ndarray:
+    shown = display(path)
+    if not path.is_file():
+        raise AudioInputError(f"{shown}: no such file; give a mel spectrogram .npy or an audio file")
+    try:
+        # Memory-mapped: a long mel is read window by window.
+        return np.load(path, mmap_mode="r", allow_pickle=False)
+    except (ValueError, OSError, EOFError) as error:
+        reason = " ".join(str(error).split())
+        raise AudioInputError(f"{shown}: not a readable .npy array ({reason}); save the mel with numpy.save") from None
+
+
+def load(path: str | os.PathLike[str], data_path: str | os.PathLike[str] | None = None) -> Model:
+    """Load a .pte and its description (the sidecar beside it), checked against each other.
+
+    Returns a `SpeechRecognizer` for a CTC program, a `Vocoder` for a vocoder, and a plain `Model` (which can
+    only `run`) when there is no sidecar. Raises `ProgramLoadError` for a file that is not a loadable program
+    and `DescriptionError` for a sidecar that is malformed or describes another program; both say what to do.
+    """
+    path = Path(path)
+    program = Program.load(path, data_path)
+    if not sidecar_path(path).exists():
+        return Model(program, None, path)
+    sidecar = read_sidecar(path)
+    sidecar.check_digest(program.buffer, display(path))
+    description = sidecar.description
+    description.check_program(program.input_specs(), program.output_specs(), display(path))
+    kind = SpeechRecognizer if description.task == "ctc-asr" else Vocoder
+    return kind(program, description, path)
+
+
+__all__ = [
+    "DescriptionError",
+    "Model",
+    "SpeechRecognizer",
+    "Transcript",
+    "Vocoder",
+    "Waveform",
+    "WindowOptionError",
+    "WrittenAudio",
+    "load",
+]

@@ -1,0 +1,94 @@
+"""The export wrappers: the `nn.Module`s a recipe builds around a library model, with the program's input and output.
+
+They subclass torch's `nn.Module`, so they live apart from the declarations: a recipe's build imports this
+module, and declaring or listing recipes does not import torch.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import torch
+from torch import nn
+
+if TYPE_CHECKING:
+    from transformers import SpeechT5HifiGan, UnivNetModel
+
+
+# Speech encoders (wav2vec2, HuBERT, WavLM): waveform in, CTC logits out.
+
+
+def _normalize(waveform: torch.Tensor) -> torch.Tensor:
+    # transformers' Wav2Vec2FeatureExtractor.zero_mean_unit_var_norm: population variance, epsilon 1e-7.
+    mean = waveform.mean(dim=-1, keepdim=True)
+    variance = waveform.var(dim=-1, keepdim=True, correction=0)
+    return (waveform - mean) / torch.sqrt(variance + 1e-7)
+
+
+class _WaveformCtc(nn.Module):
+    """`(1, samples)` float32 waveform → `(1, frames, vocabulary)` logits through `model`.
+
+    Normalizes the waveform first when the checkpoint expects it, so the exported program takes raw audio.
+    """
+
+    def __init__(self, model: nn.Module, normalize_waveform: bool) -> None:
+        super().__init__()
+        self.model = model
+        self.normalize_waveform = normalize_waveform
+
+    def forward(self, waveform: torch.Tensor) -> torch.Tensor:
+        if self.normalize_waveform:
+            waveform = _normalize(waveform)
+        return self.logits(waveform)
+
+    def logits(self, waveform: torch.Tensor) -> torch.Tensor:
+        """The model's logits for the (normalized) waveform."""
+        raise NotImplementedError
+
+
+class TransformersCtc(_WaveformCtc):
+    """`(1, samples)` float32 waveform → `(1, frames, vocabulary)` logits through a transformers `*ForCTC`."""
+
+    def logits(self, waveform: torch.Tensor) -> torch.Tensor:
+        return self.model(input_values=waveform).logits
+
+
+class TorchaudioCtc(_WaveformCtc):
+    """`(1, samples)` float32 waveform → `(1, frames, vocabulary)` logits through a torchaudio `Wav2Vec2Model`."""
+
+    def logits(self, waveform: torch.Tensor) -> torch.Tensor:
+        logits, _ = self.model(waveform)
+        return logits
+
+
+# Vocoders (HiFi-GAN, UnivNet): log-mel in, waveform out.
+
+
+class HifiGanWaveform(nn.Module):
+    """`(1, frames, mel_bins)` log-mel → `(1, frames * hop_length)` waveform through `SpeechT5HifiGan`."""
+
+    def __init__(self, model: SpeechT5HifiGan) -> None:
+        super().__init__()
+        self.model = model
+
+    def forward(self, mel: torch.Tensor) -> torch.Tensor:
+        return self.model(mel)
+
+
+class UnivNetWaveform(nn.Module):
+    """`(1, frames, mel_bins)` log-mel → `(1, frames * hop_length)` waveform through `UnivNetModel`.
+
+    `noise` is `(1, max_frames, noise_channels)`; each call uses its first `frames` vectors.
+    """
+
+    noise: torch.Tensor
+
+    def __init__(self, model: UnivNetModel, noise: torch.Tensor) -> None:
+        super().__init__()
+        self.model = model
+        self.register_buffer("noise", noise)
+
+    def forward(self, mel: torch.Tensor) -> torch.Tensor:
+        noise = self.noise[:, : mel.shape[1]]
+        waveform, _ = self.model(input_features=mel, noise_sequence=noise, return_dict=False)
+        return waveform

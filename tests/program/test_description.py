@@ -1,0 +1,119 @@
+"""Sidecars: every field checked, and checked against the program it sits beside."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+import pytest
+
+from audiodeploy.program.description import DescriptionError, read_sidecar, sidecar_content
+from audiodeploy.program.mel import MelSpectrogram
+from audiodeploy.program.spec import CTC_LOGITS_OUTPUT, WAVEFORM_OUTPUT, InputSpec
+from audiodeploy.program.vocabulary import STANDARD_ENGLISH
+
+WAVEFORM = InputSpec("waveform", ("batch", "samples"), 16_000, 1, 320, 8_000, 32_000)
+MEL = InputSpec("mel", ("batch", "frames", "mel_bins"), 16_000, 256, 1, 2, 63, 80)
+
+
+def model_dict(kind: str = "ctc") -> dict:
+    ctc = kind == "ctc"
+    return {
+        "recipe": "wav2vec2" if ctc else "hifigan",
+        "variant": "tiny",
+        "source": "transformers",
+        "weights": "synthetic (seed 0)",
+        "sample_rate": 16_000,
+        "input": (WAVEFORM if ctc else MEL).to_dict(),
+        "output": (CTC_LOGITS_OUTPUT if ctc else WAVEFORM_OUTPUT).to_dict(),
+        "length_range_seconds": [0.5, 2.0],
+        "atol": 1e-4,
+        "vocabulary": STANDARD_ENGLISH.to_dict() if ctc else None,
+        "mel": None if ctc else MelSpectrogram("speecht5", 16_000, 80, 256, 1024, 80.0, 7600.0).to_dict(),
+        "notes": [],
+    }
+
+
+@dataclass
+class Declared:
+    dtype: str
+    sizes: tuple[int, ...]
+
+
+def write_sidecar(tmp_path, model: dict, program: bytes = b"program bytes") -> object:
+    pte = tmp_path / "m.pte"
+    pte.write_bytes(program)
+    (tmp_path / "m.json").write_bytes(sidecar_content(pte, program, model, {"fold": True}))
+    return pte
+
+
+def test_a_sidecar_round_trips_and_knows_its_task(tmp_path):
+    pte = write_sidecar(tmp_path, model_dict("ctc"))
+    sidecar = read_sidecar(pte)
+    assert sidecar.description.task == "ctc-asr"
+    assert sidecar.description.vocabulary == STANDARD_ENGLISH
+    sidecar.check_digest(b"program bytes", "m.pte")
+    assert read_sidecar(write_sidecar(tmp_path, model_dict("vocoder"))).description.task == "vocoder"
+
+
+def test_a_sidecar_written_for_other_bytes_is_refused(tmp_path):
+    sidecar = read_sidecar(write_sidecar(tmp_path, model_dict()))
+    with pytest.raises(DescriptionError, match="written for another program"):
+        sidecar.check_digest(b"a newer program", "m.pte")
+
+
+@pytest.mark.parametrize(
+    "edit, words",
+    [
+        (lambda c: c.pop("model"), "field 'model'"),
+        (lambda c: c["model"].pop("input"), "field 'input'"),
+        (lambda c: c["model"]["input"].update(kind="video"), "'waveform' or 'mel'"),
+        (lambda c: c["model"]["input"].update(max_length="many"), "max_length"),
+        (lambda c: c["model"].update(vocabulary=None), "vocabulary"),
+        (lambda c: c["model"]["output"].update(kind="logits"), "unknown output kind"),
+        (lambda c: c["model"].update(length_range_seconds=[1]), "length_range_seconds"),
+        (lambda c: c.update(schema="something/2"), "not an audiodeploy sidecar"),
+        (lambda c: c.update(program_sha256=7), "program_sha256"),
+    ],
+)
+def test_a_malformed_sidecar_is_one_line_naming_the_field(tmp_path, edit, words):
+    pte = write_sidecar(tmp_path, model_dict())
+    content = json.loads((tmp_path / "m.json").read_text())
+    edit(content)
+    (tmp_path / "m.json").write_text(json.dumps(content))
+    with pytest.raises(DescriptionError, match=words) as caught:
+        read_sidecar(pte)
+    assert "\n" not in str(caught.value)
+
+
+@pytest.mark.parametrize("content", [b"{not json", b"\xff\xfe\x00", b"[]", b"[" * 100_000])
+def test_a_sidecar_that_is_not_json_is_refused(tmp_path, content):
+    pte = write_sidecar(tmp_path, model_dict())
+    (tmp_path / "m.json").write_bytes(content)
+    with pytest.raises(DescriptionError, match="sidecar"):
+        read_sidecar(pte)
+
+
+def test_a_missing_sidecar_or_a_directory_in_its_place_is_refused(tmp_path):
+    with pytest.raises(DescriptionError, match="no sidecar"):
+        read_sidecar(tmp_path / "m.pte")
+    (tmp_path / "m.json").mkdir()
+    with pytest.raises(DescriptionError, match="is a directory"):
+        read_sidecar(tmp_path / "m.pte")
+
+
+@pytest.mark.parametrize(
+    "inputs, outputs, words",
+    [
+        ([], [Declared("torch.float32", (1, 100, 32))], "takes 0 inputs"),
+        ([Declared("torch.int64", (1, 32_000))], [Declared("torch.float32", (1, 100, 32))], "torch.int64"),
+        ([Declared("torch.float32", (1, 16_000))], [Declared("torch.float32", (1, 100, 32))], "at most"),
+        ([Declared("torch.float32", (1, 63, 80))], [Declared("torch.float32", (1, 16_128))], "at most"),
+        ([Declared("torch.float32", (1, 32_000))], [Declared("torch.float32", (1, 100, 29))], "29 labels"),
+    ],
+)
+def test_a_description_that_does_not_fit_the_program_is_refused(tmp_path, inputs, outputs, words):
+    description = read_sidecar(write_sidecar(tmp_path, model_dict())).description
+    with pytest.raises(DescriptionError, match=words):
+        description.check_program(inputs, outputs, "m.pte")
+    description.check_program([Declared("torch.float32", (1, 32_000))], [Declared("torch.float32", (1, 99, 32))], "m.pte")

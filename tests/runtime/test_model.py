@@ -1,0 +1,173 @@
+"""`audiodeploy.runtime.load`: a program and its description, run on inputs of any length in windows.
+
+The programs are purely convolutional stand-ins (tests/runtime/programs.py), lowered for real: run in windows, they
+must give exactly what the module gives on the whole input, which is what proves the stitching."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+import soundfile
+import torch
+
+from audiodeploy import runtime
+from audiodeploy.program.description import DescriptionError
+from audiodeploy.program.vocabulary import STANDARD_ENGLISH
+from tests.runtime.programs import HOP, MEL, RATE, VOCODER_SPEC, export
+
+
+@pytest.fixture(scope="module")
+def ctc(tmp_path_factory):
+    return export("ctc", tmp_path_factory.mktemp("ctc"))
+
+
+@pytest.fixture(scope="module")
+def vocoder(tmp_path_factory):
+    return export("vocoder", tmp_path_factory.mktemp("vocoder"))
+
+
+def speech_like(seconds: float, seed: int = 0) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    t = np.arange(int(seconds * RATE)) / RATE
+    return (0.3 * np.sin(2 * np.pi * (200 + 50 * np.sin(t)) * t) + 0.05 * rng.standard_normal(t.size)).astype(np.float32)
+
+
+def test_load_knows_the_task(ctc, vocoder):
+    assert isinstance(runtime.load(ctc[0]), runtime.SpeechRecognizer)
+    assert isinstance(runtime.load(vocoder[0]), runtime.Vocoder)
+
+
+def test_a_long_recording_is_transcribed_in_windows_exactly_as_the_whole(ctc):
+    path, module = ctc
+    audio = speech_like(10.3)  # 20 times the longest input of the program
+    model = runtime.load(path)
+    transcript = model.transcribe(audio)
+    padded = np.zeros(-(-audio.size // 20) * 20, dtype=np.float32)  # the runtime pads to whole frames
+    padded[: audio.size] = audio
+    with torch.no_grad():
+        expected = module(torch.from_numpy(padded).unsqueeze(0))[0].argmax(-1).tolist()
+    assert transcript.windows > 20
+    assert list(transcript.labels) == expected
+    assert len(expected) == padded.size // 20 - 1
+    assert transcript.text == STANDARD_ENGLISH.decode_ids(expected)
+
+
+def test_window_and_overlap_options_change_the_runs_not_the_result(ctc):
+    model = runtime.load(ctc[0])
+    audio = speech_like(3.0, seed=1)
+    default = model.transcribe(audio)
+    other = model.transcribe(audio, window_seconds=0.3, overlap_seconds=0.1)
+    assert other.windows > default.windows and other.labels == default.labels
+    short = model.transcribe(audio[:1000])  # shorter than the program's minimum: padded, one window
+    assert short.windows == 1 and len(short.labels) == 1000 // 20 - 1
+
+
+@pytest.mark.parametrize("window, overlap, words", [(5.0, None, "does not fit"), (0.01, None, "does not fit"), (0.4, 0.4, "less than the window"), (-1, None, "positive")])
+def test_windows_that_do_not_fit_the_program_are_refused(ctc, window, overlap, words):
+    with pytest.raises(runtime.WindowOptionError, match=words):
+        runtime.load(ctc[0]).transcribe(speech_like(1.0), window_seconds=window, overlap_seconds=overlap)
+
+
+def test_a_long_mel_is_vocoded_in_windows_exactly_as_the_whole(vocoder, tmp_path):
+    path, module = vocoder
+    frames = 2_345  # more than 11 windows of the program's longest input
+    mel = torch.randn(1, frames, VOCODER_SPEC.feature_size, generator=torch.Generator().manual_seed(3))
+    model = runtime.load(path)
+    waveform = model.vocode(mel)
+    with torch.no_grad():
+        expected = module(mel)[0]
+    assert waveform.windows > 10 and waveform.samples.numel() == frames * HOP
+    torch.testing.assert_close(waveform.samples, expected, atol=1e-5, rtol=1e-4)  # no seam differs from the whole
+    np.save(tmp_path / "mel.npy", mel[0].numpy())
+    written = model.vocode_to_file(tmp_path / "mel.npy", tmp_path / "out.wav")
+    audio, rate = soundfile.read(str(tmp_path / "out.wav"), dtype="float32")
+    assert rate == RATE and audio.size == written.samples == frames * HOP
+    np.testing.assert_allclose(audio, expected.numpy(), atol=2 / 32768)
+
+
+def test_audio_is_vocoded_through_the_descriptions_mel_front_end(vocoder, tmp_path):
+    model = runtime.load(vocoder[0])
+    audio = speech_like(2.0)
+    soundfile.write(str(tmp_path / "speech.wav"), audio, RATE, subtype="FLOAT")
+    from_file = model.vocode(tmp_path / "speech.wav")
+    from_mel = model.vocode(MEL(audio))
+    assert from_file.samples.numel() == MEL.frame_count(audio.size) * HOP
+    torch.testing.assert_close(from_file.samples, from_mel.samples, atol=1e-5, rtol=1e-4)
+
+
+def test_non_finite_or_misshapen_mels_are_refused(vocoder, tmp_path):
+    model = runtime.load(vocoder[0])
+    mel = np.zeros((50, VOCODER_SPEC.feature_size), dtype=np.float32)
+    mel[40, 3] = np.nan
+    with pytest.raises(runtime.AudioInputError, match="frame 40"):
+        model.vocode(mel)
+    with pytest.raises(runtime.AudioInputError, match=r"takes \(frames, 16\)"):
+        model.vocode(np.zeros((50, 15), dtype=np.float32))
+    np.save(tmp_path / "c.npy", np.zeros((50, 16), dtype=np.complex64))
+    with pytest.raises(runtime.AudioInputError, match="complex"):
+        model.vocode(tmp_path / "c.npy")
+
+
+def test_a_program_without_a_sidecar_can_still_run(ctc, tmp_path):
+    bare = tmp_path / "bare.pte"
+    bare.write_bytes(ctc[0].read_bytes())
+    model = runtime.load(bare)
+    assert type(model) is runtime.Model and model.task is None
+    assert model.run([torch.zeros(1, 4000)])[0].shape == (1, 199, 32)
+
+
+def test_a_sidecar_of_another_program_is_refused(ctc, vocoder, tmp_path):
+    swapped = tmp_path / "ctc.pte"
+    swapped.write_bytes(ctc[0].read_bytes())
+    (tmp_path / "ctc.json").write_bytes(vocoder[0].with_suffix(".json").read_bytes())
+    with pytest.raises(DescriptionError, match="written for another program"):
+        runtime.load(swapped)
+    content = json.loads(vocoder[0].with_suffix(".json").read_text())
+    del content["program_sha256"]  # an old sidecar: its fields must still match the program
+    (tmp_path / "ctc.json").write_text(json.dumps(content))
+    with pytest.raises(DescriptionError, match="does not describe this program"):
+        runtime.load(swapped)
+
+
+def test_running_a_program_imports_no_recipe_and_no_model_library(ctc, tmp_path):
+    soundfile.write(str(tmp_path / "speech.wav"), speech_like(1.5), RATE)
+    script = f"""
+        import sys
+        import audiodeploy.runtime as r
+        print(r.load({str(ctc[0])!r}).transcribe({str(tmp_path / "speech.wav")!r}).text)
+        loaded = [m for m in ("transformers", "torchaudio", "audiodeploy.recipes", "audiodeploy.lowering") if m in sys.modules]
+        assert not loaded, loaded
+    """
+    result = subprocess.run([sys.executable, "-c", textwrap.dedent(script)], capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr
+
+
+def test_memory_stays_flat_however_long_the_file(ctc, tmp_path):
+    """Transcribing ten minutes takes no more memory than one minute: the file is read window by window."""
+    rng = np.random.default_rng(0)
+    for minutes in (1, 10):
+        samples = (0.1 * rng.standard_normal(minutes * 60 * RATE)).astype(np.float32)
+        soundfile.write(str(tmp_path / f"{minutes}.wav"), samples, RATE, subtype="PCM_16")
+    script = """
+        import resource, sys
+        import audiodeploy.runtime as r
+        model = r.load(sys.argv[1])
+        model.transcribe(sys.argv[2])  # warm: every buffer a window needs exists now
+        before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        transcript = model.transcribe(sys.argv[3])
+        print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before, transcript.windows)
+    """
+    result = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(script), str(ctc[0]), str(tmp_path / "1.wav"), str(tmp_path / "10.wav")],
+        capture_output=True, text=True, timeout=600,
+    )
+    assert result.returncode == 0, result.stderr
+    growth_kib, windows = map(int, result.stdout.split())
+    assert windows > 1000
+    # Reading the whole file as float32 would take 38 MB; labels for ten minutes take about 1 MB.
+    assert growth_kib < 12 * 1024, f"memory grew by {growth_kib} KiB"
