@@ -128,15 +128,51 @@ def bench_summary(results: list[dict]) -> list[str]:
     return lines + [""]
 
 
+_DEVICES = {
+    "native": "this machine: the Python runtime and the native runner, one after the other",
+    "qemu-aarch64": "emulated arm64 (qemu-aarch64): the outputs are checked, the latency means nothing",
+}
+
+
+def device_summary(results: list[dict]) -> list[str]:
+    """Runs on a device or through the native runner: where, each runtime's median and its difference from eager."""
+    lines = [
+        "## On devices and in the native runner (`audiodeploy bench --device`)",
+        "",
+        "Each runtime's output is compared with eager PyTorch on this machine, so a wrong result on arm64 is caught.",
+        "",
+        "| model | input | measured | where | runtime | median | max diff vs eager |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for result in results:
+        where = _DEVICES.get(result["transport"]["kind"], result["transport"]["kind"])
+        for case in result["cases"]:
+            for name, figures in case["runtimes"].items():
+                diff = figures.get("max_abs_diff_vs_eager")
+                lines.append(
+                    f"| {_what(result)} | {_input(case, result['target'])} | {result['machine']['date'][:10]} "
+                    f"| {where} | {name} | {_latency_ms(figures['latency']['median_s'])} "
+                    f"| {'–' if diff is None else f'{diff:.1e}'} |"
+                )
+    return lines + [""]
+
+
+def _where(machine: dict, transport: dict) -> str:
+    extensions = machine.get("vector_extensions")  # recorded since 2026-11-30
+    here = f"{machine['processor'] or machine['machine']}, {machine['cpu_count']} CPUs" + (
+        f" ({', '.join(extensions)})" if extensions else ""
+    )
+    kind = transport["kind"]
+    if kind == "local":
+        return here
+    if kind in _DEVICES:
+        return f"{here}, {_DEVICES[kind]} ({transport.get('runner')})"
+    return f"{transport['device'].get('model') or 'Android phone'} over {kind} ({transport.get('runner')})"
+
+
 def bench_section(result: dict) -> list[str]:
     machine, target, transport = result["machine"], result["target"], result["transport"]
-    extensions = machine.get("vector_extensions")  # recorded since 2026-11-30
-    where = (
-        f"{machine['processor'] or machine['machine']}, {machine['cpu_count']} CPUs"
-        + (f" ({', '.join(extensions)})" if extensions else "")
-        if transport["kind"] == "local"
-        else f"{transport['device'].get('model') or 'Android phone'} over adb ({transport['runner']})"
-    )
+    where = _where(machine, transport)
     load = machine.get("load_average")
     tree = machine.get("source_tree") or {}
     lines = [
@@ -203,8 +239,13 @@ def render(results: list[dict] | None = None) -> str:
         "",
     ]
     bench = [r for r in results if r.get("benchmark") == "bench"]
+    local = [r for r in bench if r["transport"]["kind"] == "local"]
+    devices = [r for r in bench if r["transport"]["kind"] != "local"]
+    if local:
+        lines += bench_summary(local)
+    if devices:
+        lines += device_summary(devices)
     if bench:
-        lines += bench_summary(bench)
         for result in bench:
             lines += bench_section(result)
     for result in results:

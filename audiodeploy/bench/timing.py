@@ -143,11 +143,14 @@ def set_threads(threads: int | None) -> int:
     from executorch.extension.pybindings import portable_lib
     import torch
 
-    et_threads = portable_lib._threadpool_get_thread_count()
-    threads = threads or et_threads
-    torch.set_num_threads(threads)
-    if et_threads != threads:
-        portable_lib._unsafe_reset_threadpool(threads)
+    from audiodeploy.runtime.program import runtime_log
+
+    with runtime_log():  # the threadpool's first use logs what it read of the CPU
+        et_threads = portable_lib._threadpool_get_thread_count()
+        threads = threads or et_threads
+        torch.set_num_threads(threads)
+        if et_threads != threads:
+            portable_lib._unsafe_reset_threadpool(threads)
     return threads
 
 

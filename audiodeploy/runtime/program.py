@@ -151,7 +151,7 @@ class TensorSpec:
 
 
 @contextlib.contextmanager
-def _runtime_log() -> Iterator[io.StringIO]:
+def runtime_log() -> Iterator[io.StringIO]:
     """Collect what the runtime logs during the block and re-emit it at DEBUG on ``audiodeploy.runtime``.
 
     Where the lines come from (1.5.1, measured): the runtime's log (``ET_LOG``) is written to
@@ -486,7 +486,7 @@ class LoadedMethod:
         """
         native = self._loaded.methods[self.name]
         where = f"{self.origin} ({self.name!r})"
-        with _runtime_log() as log:
+        with runtime_log() as log:
             try:
                 native.set_inputs(tuple(inputs))
             except Exception as error:  # the binding raises RuntimeError, TypeError or ValueError
@@ -544,12 +544,12 @@ class Program:
         if key is not None:
             _remember(key)
         self._loaded = loaded
-        with _runtime_log():  # reading a method's meta can log too
+        with runtime_log():  # reading a method's meta can log too
             self._methods = {name: LoadedMethod(loaded, name, origin) for name in loaded.methods}
 
     def _load(self, loaded: _Loaded, data_path: str | None) -> None:
         runtime = _runtime()
-        with _runtime_log() as log:
+        with runtime_log() as log:
             try:
                 loaded.program = runtime._load_program_from_buffer(
                     loaded.buffer, program_verification=runtime.Verification.InternalConsistency, data_path=data_path
