@@ -268,14 +268,11 @@ def _quantization_report(
     program: Any,
 ) -> QuantizationReport:
     """Run the program on inputs not used for calibration and compare with eager, per method."""
-    from executorch.extension.pybindings import portable_lib
+    # The one loader (quiet: the runtime's log goes to DEBUG); these bytes were made here, so no probe.
+    from audiodeploy.runtime.program import Program
 
     data = next(iter(external_data.values()), None)
-    loaded = (
-        portable_lib._load_for_executorch_from_buffer(buffer)
-        if data is None
-        else portable_lib._load_for_executorch_from_buffer(buffer, data_map_buffer=data)
-    )  # reads from `buffer`, which outlives it here
+    loaded = Program(buffer, origin="the quantized program", data=data, trusted=True)
     described = "given inputs" if fidelity_inputs is not None else f"{FIDELITY_INPUT_COUNT} generated signals"
     report_methods = {}
     for name, method in methods.items():
@@ -288,7 +285,7 @@ def _quantization_report(
                 case = tuple(case)
                 expected = method.module(*case)
                 references.append(expected[0] if isinstance(expected, (tuple, list)) else expected)
-                actuals.append(loaded.run_method(name, case)[0])
+                actuals.append(loaded.run(case, name)[0])
         q = quantized[name]
         report_methods[name] = QuantizedMethod(
             name=name,
