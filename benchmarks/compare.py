@@ -47,6 +47,10 @@ CASES: dict[str, list[str]] = {
     "speecht5-hifigan-v1-1s": ["speecht5-hifigan", "--variant", "v1", "--seconds", "1", *COMPARE,
                                "--runs", "10", "--warmup", "2", "--stock-runs", "2", "--stock-warmup", "1"],
     "pos-conv": ["pos_conv.py"],
+    # int8 beside fp32: audiodeploy's int8-dynamic (the recipe's default fp32 layers) and ONNX Runtime's
+    # quantize_dynamic of the same ONNX export, with their fidelity against eager.
+    "wav2vec2-base-int8-1s": ["wav2vec2", "--seconds", "1", "--compare", "audiodeploy-int8,onnxruntime,onnxruntime-int8,eager",
+                              "--runs", "10", "--warmup", "2"],
 }
 
 # The remaining published variants, for models.md: against stock lowering and eager PyTorch at 1 s.

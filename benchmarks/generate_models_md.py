@@ -157,6 +157,53 @@ def device_summary(results: list[dict]) -> list[str]:
     return lines + [""]
 
 
+_INT8 = ("audiodeploy-int8", "onnxruntime-int8")
+
+
+def int8_summary(results: list[dict]) -> list[str]:
+    """One row per model and length measured with an int8 runtime: latency, size and fidelity beside fp32."""
+    lines = [
+        "## int8 beside fp32 (`audiodeploy bench --compare audiodeploy-int8,onnxruntime,onnxruntime-int8,eager`)",
+        "",
+        "Median latency, program size, and fidelity against eager fp32 PyTorch on the benchmark's input: output "
+        "SNR and, for CTC, the share of frames whose most likely token is eager's. audiodeploy-int8 is "
+        "int8-dynamic with the recipe's default fp32 layers; onnxruntime-int8 is ONNX Runtime's `quantize_dynamic` "
+        "(QInt8) of the same ONNX export. Measured in one interleaved run; ratio = audiodeploy-int8's median / "
+        "the other's.",
+        "",
+        "| model | input | measured | audiodeploy fp32 | audiodeploy-int8 | ONNX Runtime fp32 | onnxruntime-int8 "
+        "| int8 / fp32 | int8 / ORT int8 | SNR (ours / ORT int8) | argmax (ours / ORT int8) |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for result in results:
+        runtimes = result["runtimes"]
+        for case in result["cases"]:
+            figures = case["runtimes"]
+
+            def cell(name: str) -> str:
+                if name not in figures:
+                    return "–"
+                size = runtimes[name].get("program_bytes")
+                return _latency_ms(figures[name]["latency"]["median_s"]) + (f", {_size(size)}" if size else "")
+
+            def ratio(name: str) -> str:
+                if not {"audiodeploy-int8", name} <= set(figures):
+                    return "–"
+                return f"{figures['audiodeploy-int8']['latency']['median_s'] / figures[name]['latency']['median_s']:.3g}"
+
+            def fidelity(key: str, scale: float, unit: str) -> str:
+                values = [figures.get(n, {}).get(key) for n in _INT8]
+                return " / ".join("–" if v is None else f"{v * scale:.3g}{unit}" for v in values)
+
+            lines.append(
+                f"| {_what(result)} | {_input(case, result['target'])} | {result['machine']['date'][:10]} "
+                f"| {cell('audiodeploy')} | {cell('audiodeploy-int8')} | {cell('onnxruntime')} "
+                f"| {cell('onnxruntime-int8')} | {ratio('audiodeploy')} | {ratio('onnxruntime-int8')} "
+                f"| {fidelity('snr_db_vs_eager', 1, ' dB')} | {fidelity('argmax_agreement_vs_eager', 100, '%')} |"
+            )
+    return lines + [""]
+
+
 def _where(machine: dict, transport: dict) -> str:
     extensions = machine.get("vector_extensions")  # recorded since 2026-11-30
     here = f"{machine['processor'] or machine['machine']}, {machine['cpu_count']} CPUs" + (
@@ -245,6 +292,9 @@ def render(results: list[dict] | None = None) -> str:
         lines += bench_summary(local)
     if devices:
         lines += device_summary(devices)
+    int8 = [r for r in local if set(_INT8) & set(r["runtimes"])]
+    if int8:
+        lines += int8_summary(int8)
     if bench:
         for result in bench:
             lines += bench_section(result)
