@@ -157,6 +157,14 @@ def export(
             "recipe's most sensitive layers.",
         ),
     ] = None,
+    sensitivity: Annotated[
+        bool,
+        typer.Option(
+            "--sensitivity",
+            help="With --quantize: also quantize each GEMM alone and report the most sensitive (output SNR vs "
+            "fp32), to choose --keep-fp32; seconds per GEMM. `inspect` shows it later.",
+        ),
+    ] = False,
     output: Annotated[Optional[Path], typer.Option("-o", "--output", help="Where to write the .pte.")] = None,
 ) -> None:
     """Build a recipe's model, lower it to XNNPACK (fp32 or int8) and write a .pte with a JSON sidecar."""
@@ -169,8 +177,10 @@ def export(
     recipe_ = recipes.get(recipe)
     chosen_variant = recipe_.variant(variant).name
     chosen_source = recipe_.source(source)
-    if quantize is None and (calibrate or keep_fp32):
-        raise UserError("--calibrate and --keep-fp32 apply to quantized exports: add --quantize int8-static or int8-dynamic")
+    if quantize is None and (calibrate or keep_fp32 or sensitivity):
+        raise UserError(
+            "--calibrate, --keep-fp32 and --sensitivity apply to quantized exports: add --quantize int8-static or int8-dynamic"
+        )
     if quantize is not None:
         recipe_.check_int8_scheme(quantize)
         if no_fold:
@@ -221,6 +231,7 @@ def export(
             calibration=calibration,
             keep_fp32=keep,
             fidelity=fidelity_measures(built) if quantize is not None else None,
+            sensitivity=sensitivity,
         )
     with _step("checking the program against eager PyTorch"):
         max_abs_diff = _max_abs_diff(lowered, built)
@@ -334,7 +345,7 @@ def inspect(model: Annotated[Path, typer.Argument(help="A .pte file.")]) -> None
         out.print(f"no sidecar: {display(sidecar_path(model))} does not exist", markup=False)
         return
     sidecar = read_sidecar(model)
-    sidecar.check_digest(program.buffer, shown)
+    sidecar.check_digest(program.sha256, shown)
     described = sidecar.description
     described.check_program(program.input_specs(), program.output_specs(), shown)
     low, high = described.length_range_seconds

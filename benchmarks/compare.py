@@ -27,6 +27,7 @@ ROOT = HERE.parent
 COMPARE = ["--compare", "stock,eager,onnxruntime"]
 BOTH_LENGTHS = ["--seconds", "1", "--seconds", "10"]
 FEW_STOCK_RUNS = ["--stock-runs", "1", "--stock-warmup", "0"]
+INT8_COMPARE = ["--compare", "audiodeploy-int8,onnxruntime,onnxruntime-int8,eager"]
 
 # name -> arguments of `audiodeploy bench` (without --json/--plot) or of pos_conv.py.
 CASES: dict[str, list[str]] = {
@@ -47,10 +48,6 @@ CASES: dict[str, list[str]] = {
     "speecht5-hifigan-v1-1s": ["speecht5-hifigan", "--variant", "v1", "--seconds", "1", *COMPARE,
                                "--runs", "10", "--warmup", "2", "--stock-runs", "2", "--stock-warmup", "1"],
     "pos-conv": ["pos_conv.py"],
-    # int8 beside fp32: audiodeploy's int8-dynamic (the recipe's default fp32 layers) and ONNX Runtime's
-    # quantize_dynamic of the same ONNX export, with their fidelity against eager.
-    "wav2vec2-base-int8-1s": ["wav2vec2", "--seconds", "1", "--compare", "audiodeploy-int8,onnxruntime,onnxruntime-int8,eager",
-                              "--runs", "10", "--warmup", "2"],
 }
 
 # The remaining published variants, for models.md: against stock lowering and eager PyTorch at 1 s.
@@ -62,6 +59,27 @@ for _name, _recipe, _variant in (
     ("wavlm-large-1s", "wavlm", "large"),
 ):
     CASES[_name] = [_recipe, "--variant", _variant, "--seconds", "1", *STOCK_AND_EAGER]
+
+# Every vocoder at both lengths, against eager and ONNX Runtime; one of each HiFi-GAN kind also in int8-static
+# (calibrated on generated signals), to say which precision its default export should be.
+VOCODER_COMPARE = ["--compare", "eager,onnxruntime", "--runs", "5", "--warmup", "1"]
+VOCODER_INT8_COMPARE = ["--compare", "eager,onnxruntime,audiodeploy-int8", "--runs", "5", "--warmup", "1"]
+for _recipe, _variant, _compare in (
+    ("hifigan", "v1", VOCODER_INT8_COMPARE), ("hifigan", "v2", VOCODER_COMPARE), ("hifigan", "v3", VOCODER_COMPARE),
+    ("speecht5-hifigan", "v1", VOCODER_INT8_COMPARE), ("univnet", "c32", VOCODER_COMPARE),
+    ("bigvgan", "v2-22khz-80band-256x", VOCODER_COMPARE), ("bigvgan", "v2-24khz-100band-256x", VOCODER_COMPARE),
+    ("bigvgan", "v2-44khz-128band-512x", VOCODER_COMPARE), ("vocos", "mel-24khz", VOCODER_COMPARE),
+):  # fmt: skip
+    CASES[f"{_recipe}-{_variant}"] = [_recipe, "--variant", _variant, *BOTH_LENGTHS, *_compare]
+
+# int8 beside fp32: audiodeploy's int8-dynamic (the recipe's default fp32 layers) and ONNX Runtime's
+# quantize_dynamic of the same ONNX export, with their fidelity against eager; every speech encoder, both lengths.
+for _recipe, _variant in (
+    ("wav2vec2", "base"), ("hubert", "base"), ("wavlm", "base-plus"),
+    ("wav2vec2", "large"), ("hubert", "large"), ("wavlm", "large"),
+):  # fmt: skip
+    _runs = ["--runs", "3", "--warmup", "1"] if _variant == "large" else ["--runs", "5", "--warmup", "1"]
+    CASES[f"{_recipe}-{_variant}-int8"] = [_recipe, "--variant", _variant, *BOTH_LENGTHS, *INT8_COMPARE, *_runs]
 
 
 def command(name: str) -> list[str]:

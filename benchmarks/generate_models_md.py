@@ -83,6 +83,24 @@ def _parameters(n: int) -> str:
     return f"{n / 1e6:.1f} M parameters. " if n >= 1e6 else f"{n / 1e3:.0f} k parameters. "
 
 
+def _cases(results: list[dict]):
+    """Every (result, case, the case's figures by runtime name), in order: one table row each."""
+    for result in results:
+        for case in result["cases"]:
+            yield result, case, case["runtimes"]
+
+
+def _row_start(result: dict, case: dict) -> str:
+    return f"| {_what(result)} | {_input(case, result['target'])} | {result['machine']['date'][:10]} "
+
+
+def _median(figures: dict, name: str, detail: str = "") -> str:
+    """``name``'s median latency in a case, with ``detail`` after it; a dash when it was not measured."""
+    if name not in figures:
+        return "–"
+    return _latency_ms(figures[name]["latency"]["median_s"]) + detail
+
+
 def bench_summary(results: list[dict]) -> list[str]:
     """One row per model and input length: the median latency of every runtime, side by side."""
     lines = [
@@ -104,27 +122,22 @@ def bench_summary(results: list[dict]) -> list[str]:
         "| ONNX Runtime | audiodeploy / stock | audiodeploy / eager | audiodeploy / ONNX Runtime |",
         "|---|---|---|---|---|---|---|---|---|---|",
     ]
-    for result in results:
+    for result, case, figures in _cases(results):
         runtimes = result["runtimes"]
-        for case in result["cases"]:
-            figures = case["runtimes"]
 
-            def cell(name: str) -> str:
-                if name not in figures:
-                    return "–"
-                delegates = runtimes[name].get("delegates")
-                return _latency_ms(figures[name]["latency"]["median_s"]) + (f" ({delegates})" if delegates is not None else "")
+        def cell(name: str) -> str:
+            delegates = runtimes.get(name, {}).get("delegates")
+            return _median(figures, name, f" ({delegates})" if delegates is not None else "")
 
-            def ratio(name: str) -> str:
-                value = case["ratios"].get(f"{result['baseline']}/{name}")
-                return "–" if value is None else f"{value:.3g}"
+        def ratio(name: str) -> str:
+            value = case["ratios"].get(f"{result['baseline']}/{name}")
+            return "–" if value is None else f"{value:.3g}"
 
-            main = "audiodeploy" if "audiodeploy" in figures else next(iter(figures))
-            lines.append(
-                f"| {_what(result)} | {_input(case, result['target'])} | {result['machine']['date'][:10]} "
-                f"| {cell(main)} | {cell('stock')} | {cell('eager')} "
-                f"| {cell('onnxruntime')} | {ratio('stock')} | {ratio('eager')} | {ratio('onnxruntime')} |"
-            )
+        main = "audiodeploy" if "audiodeploy" in figures else next(iter(figures))
+        lines.append(
+            f"{_row_start(result, case)}| {cell(main)} | {cell('stock')} | {cell('eager')} "
+            f"| {cell('onnxruntime')} | {ratio('stock')} | {ratio('eager')} | {ratio('onnxruntime')} |"
+        )
     return lines + [""]
 
 
@@ -144,16 +157,14 @@ def device_summary(results: list[dict]) -> list[str]:
         "| model | input | measured | where | runtime | median | max diff vs eager |",
         "|---|---|---|---|---|---|---|",
     ]
-    for result in results:
+    for result, case, figures in _cases(results):
         where = _DEVICES.get(result["transport"]["kind"], result["transport"]["kind"])
-        for case in result["cases"]:
-            for name, figures in case["runtimes"].items():
-                diff = figures.get("max_abs_diff_vs_eager")
-                lines.append(
-                    f"| {_what(result)} | {_input(case, result['target'])} | {result['machine']['date'][:10]} "
-                    f"| {where} | {name} | {_latency_ms(figures['latency']['median_s'])} "
-                    f"| {'–' if diff is None else f'{diff:.1e}'} |"
-                )
+        for name in figures:
+            diff = figures[name].get("max_abs_diff_vs_eager")
+            lines.append(
+                f"{_row_start(result, case)}| {where} | {name} | {_median(figures, name)} "
+                f"| {'–' if diff is None else f'{diff:.1e}'} |"
+            )
     return lines + [""]
 
 
@@ -167,7 +178,8 @@ def int8_summary(results: list[dict]) -> list[str]:
         "",
         "Median latency, program size, and fidelity against eager fp32 PyTorch on the benchmark's input: output "
         "SNR and, for CTC, the share of frames whose most likely token is eager's. audiodeploy-int8 is "
-        "int8-dynamic with the recipe's default fp32 layers; onnxruntime-int8 is ONNX Runtime's `quantize_dynamic` "
+        "the recipe's first scheme with its default fp32 layers: int8-dynamic for the speech encoders, int8-static "
+        "calibrated on generated signals for the vocoders; onnxruntime-int8 is ONNX Runtime's `quantize_dynamic` "
         "(QInt8) of the same ONNX export. Measured in one interleaved run; ratio = audiodeploy-int8's median / "
         "the other's.",
         "",
@@ -175,32 +187,27 @@ def int8_summary(results: list[dict]) -> list[str]:
         "| int8 / fp32 | int8 / ORT int8 | SNR (ours / ORT int8) | argmax (ours / ORT int8) |",
         "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
-    for result in results:
+    for result, case, figures in _cases(results):
         runtimes = result["runtimes"]
-        for case in result["cases"]:
-            figures = case["runtimes"]
 
-            def cell(name: str) -> str:
-                if name not in figures:
-                    return "–"
-                size = runtimes[name].get("program_bytes")
-                return _latency_ms(figures[name]["latency"]["median_s"]) + (f", {_size(size)}" if size else "")
+        def cell(name: str) -> str:
+            size = runtimes.get(name, {}).get("program_bytes")
+            return _median(figures, name, f", {_size(size)}" if size else "")
 
-            def ratio(name: str) -> str:
-                if not {"audiodeploy-int8", name} <= set(figures):
-                    return "–"
-                return f"{figures['audiodeploy-int8']['latency']['median_s'] / figures[name]['latency']['median_s']:.3g}"
+        def ratio(name: str) -> str:
+            if not {"audiodeploy-int8", name} <= set(figures):
+                return "–"
+            return f"{figures['audiodeploy-int8']['latency']['median_s'] / figures[name]['latency']['median_s']:.3g}"
 
-            def fidelity(key: str, scale: float, unit: str) -> str:
-                values = [figures.get(n, {}).get(key) for n in _INT8]
-                return " / ".join("–" if v is None else f"{v * scale:.3g}{unit}" for v in values)
+        def fidelity(key: str, scale: float, unit: str) -> str:
+            values = [figures.get(n, {}).get(key) for n in _INT8]
+            return " / ".join("–" if v is None else f"{v * scale:.3g}{unit}" for v in values)
 
-            lines.append(
-                f"| {_what(result)} | {_input(case, result['target'])} | {result['machine']['date'][:10]} "
-                f"| {cell('audiodeploy')} | {cell('audiodeploy-int8')} | {cell('onnxruntime')} "
-                f"| {cell('onnxruntime-int8')} | {ratio('audiodeploy')} | {ratio('onnxruntime-int8')} "
-                f"| {fidelity('snr_db_vs_eager', 1, ' dB')} | {fidelity('argmax_agreement_vs_eager', 100, '%')} |"
-            )
+        lines.append(
+            f"{_row_start(result, case)}| {cell('audiodeploy')} | {cell('audiodeploy-int8')} | {cell('onnxruntime')} "
+            f"| {cell('onnxruntime-int8')} | {ratio('audiodeploy')} | {ratio('onnxruntime-int8')} "
+            f"| {fidelity('snr_db_vs_eager', 1, ' dB')} | {fidelity('argmax_agreement_vs_eager', 100, '%')} |"
+        )
     return lines + [""]
 
 

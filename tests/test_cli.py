@@ -136,6 +136,7 @@ def test_int8_options_that_do_not_go_together_are_refused_before_any_work(tmp_pa
     wav = write_tone(tmp_path / "a.wav", 0.5, sample_rate=16000, channels=1)
     for args, words in [
         (("--calibrate", str(wav)), "apply to quantized exports"),
+        (("--sensitivity",), "apply to quantized exports"),
         (("--quantize", "int4"), "cannot be quantized as 'int4'"),
         (("--quantize", "int8-dynamic", "--calibrate", str(wav)), "is for int8-static"),
         (("--quantize", "int8-static", "--calibrate", str(tmp_path / "missing")), "no such file"),

@@ -22,7 +22,7 @@ from audiodeploy.bench.errors import BenchError
 from audiodeploy.bench.results import MEMORY_NOTE, RATIOS_NOTE, SCHEMA, validate
 from audiodeploy.bench.runtimes import (
     COMPARABLE,
-    INT8_SCHEME,
+    int8_scheme,
     EagerRuntime,
     OnnxRuntime,
     Runtime,
@@ -132,7 +132,8 @@ def check(request: BenchRequest) -> None:
     if "audiodeploy-int8" in request.compare and not is_pte_target(request.target):
         from audiodeploy import recipes
 
-        recipes.get(request.target).check_int8_scheme(INT8_SCHEME)  # a one-line RecipeError for a vocoder
+        recipe = recipes.get(request.target)
+        recipe.check_int8_scheme(int8_scheme(recipe.int8_schemes))  # a one-line RecipeError for UnivNet
 
 
 _OFF_DEVICE = ("eager", "onnxruntime", "onnxruntime-int8")
@@ -223,12 +224,13 @@ def _recipe_cases(request: BenchRequest, transport, threads: int | None, log: Lo
 
     names = ("audiodeploy", *request.compare)
     keep_fp32 = recipe.default_keep_fp32(built.source)
+    scheme = int8_scheme(recipe.int8_schemes)
     runtimes: list[Runtime] = []
     if transport.programs_per_length:
         for case in cases:
             for name in names:
                 log(f"lowering {name} for {case.audio_seconds:g} s (fixed length, as the phone's runner needs)")
-                case.runtimes.append(_lowered(name, module, case.inputs, None, keep_fp32))
+                case.runtimes.append(_lowered(name, module, case.inputs, None, scheme, keep_fp32))
         return target, [r for r in cases[0].runtimes], cases
     onnx_export = None
     for name in names:
@@ -236,10 +238,10 @@ def _recipe_cases(request: BenchRequest, transport, threads: int | None, log: Lo
             how = {
                 "audiodeploy": "computed weights folded, graph rewritten for XNNPACK",
                 "stock": "stock ExecuTorch",
-                "audiodeploy-int8": f"folded, then {INT8_SCHEME}",
+                "audiodeploy-int8": f"folded, then {scheme}",
             }[name]
             log(f"lowering {name} ({how}); large models take minutes")
-            runtimes.append(_lowered(name, module, built.example_inputs, built.dynamic_shapes, keep_fp32))
+            runtimes.append(_lowered(name, module, built.example_inputs, built.dynamic_shapes, scheme, keep_fp32))
         elif name == "eager":
             runtimes.append(EagerRuntime(module))
         elif name in ("onnxruntime", "onnxruntime-int8"):
@@ -261,15 +263,18 @@ def _recipe_cases(request: BenchRequest, transport, threads: int | None, log: Lo
     return target, runtimes, cases
 
 
-def _lowered(name: str, module: torch.nn.Module, inputs, dynamic_shapes, keep_fp32: Sequence[str]) -> Runtime:
-    """The ExecuTorch runtime ``name`` stands for: audiodeploy, stock, or audiodeploy-int8 (with ``keep_fp32``)."""
+def _lowered(
+    name: str, module: torch.nn.Module, inputs, dynamic_shapes, scheme: str, keep_fp32: Sequence[str]
+) -> Runtime:
+    """The ExecuTorch runtime ``name`` stands for: audiodeploy, stock, or audiodeploy-int8 (``scheme``, with the
+    GEMMs of ``keep_fp32`` in fp32)."""
     if name == "audiodeploy-int8":
-        return lower_module(name, module, inputs, dynamic_shapes, fold=True, quantize=INT8_SCHEME, keep_fp32=keep_fp32)
+        return lower_module(name, module, inputs, dynamic_shapes, fold=True, quantize=scheme, keep_fp32=keep_fp32)
     return lower_module(name, module, inputs, dynamic_shapes, fold=name == "audiodeploy")
 
 
 def _pte_cases(request: BenchRequest, transport, log: Log):
-    from audiodeploy.program.description import read_sidecar, sidecar_path
+    from audiodeploy.program.description import program_digest, read_sidecar, sidecar_path
 
     path = Path(request.target)
     runtime = pte_runtime(path)
@@ -279,7 +284,7 @@ def _pte_cases(request: BenchRequest, transport, log: Log):
     description = None
     if sidecar_path(path).exists():
         sidecar = read_sidecar(path)  # a sidecar that is there must describe this program
-        sidecar.check_digest(runtime.buffer, str(path))
+        sidecar.check_digest(program_digest(runtime.buffer), str(path))
         description = sidecar.description
     target = {
         "kind": "pte",

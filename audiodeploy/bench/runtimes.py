@@ -6,7 +6,8 @@
 - ``eager``: the PyTorch module itself, under ``torch.no_grad()``;
 - ``onnxruntime``: ONNX Runtime on an ONNX export of the same module (``torch.onnx.export(...,
   dynamo=True)``, the same dynamic length axis), all graph optimizations, the same thread count;
-- ``audiodeploy-int8``: ``audiodeploy.lower(..., quantize="int8-dynamic", keep_fp32=<the recipe's default>)``;
+- ``audiodeploy-int8``: ``audiodeploy.lower(..., quantize=<the recipe's first scheme, see int8_scheme>,
+  keep_fp32=<the recipe's default>)``;
 - ``onnxruntime-int8``: ONNX Runtime on ``onnxruntime.quantization.quantize_dynamic`` (QInt8 weights, per
   tensor, its defaults) of the same ONNX export ``onnxruntime`` runs.
 
@@ -38,12 +39,15 @@ LABELS = {
     "stock": "stock ExecuTorch lowering",
     "eager": "eager PyTorch",
     "onnxruntime": "ONNX Runtime",
-    "audiodeploy-int8": "audiodeploy int8-dynamic (ExecuTorch + XNNPACK, folded, then quantized)",
+    "audiodeploy-int8": "audiodeploy int8 (ExecuTorch + XNNPACK, folded, then quantized)",
     "onnxruntime-int8": "ONNX Runtime int8 (quantize_dynamic, QInt8)",
 }
 
-INT8_SCHEME = "int8-dynamic"
-"""What ``audiodeploy-int8`` lowers with (``audiodeploy export --quantize``)."""
+def int8_scheme(int8_schemes: Sequence[str]) -> str:
+    """What ``audiodeploy-int8`` lowers a recipe with: the first of its schemes (``Recipe.int8_schemes``), so
+    int8-dynamic for the speech encoders and int8-static for the vocoders, which calibrates on generated signals
+    here; int8-dynamic for a recipe that takes none (its check then refuses it)."""
+    return int8_schemes[0] if int8_schemes else "int8-dynamic"
 
 BENCH_EXTRA_HINT = "pip install -e '.[bench]'"
 

@@ -57,6 +57,7 @@ from audiodeploy.native import (
     is_emulated,
     parse_report,
     read_outputs,
+    RunOptions,
     run_runner,
     runner_arguments,
     runner_error_line,
@@ -502,7 +503,7 @@ def _runner_measurement(run: NativeRun, counts: RunCounts, emulated: bool = Fals
     """A Measurement from the runner's report (``warmup`` untimed runs were made before its latencies)."""
     notes = [f"runner threadpool: {run.report['threads']} thread(s)", PEAK_RSS_NOTE]
     if emulated:
-        notes.insert(0, EMULATED_NOTE)
+        notes.insert(0, EMULATED_NOTE + (f" (qemu -cpu {run.emulated_cpu})" if run.emulated_cpu else ""))
     return Measurement(
         load_s=run.report["load_ms"]["total"] / 1e3,
         latency=latency_dict([ms / 1e3 for ms in run.latencies_ms], counts.warmup),
@@ -510,6 +511,10 @@ def _runner_measurement(run: NativeRun, counts: RunCounts, emulated: bool = Fals
         output=run.outputs[0] if run.outputs else None,
         notes=notes,
     )
+
+
+def _run_options(counts: RunCounts, threads: int | None) -> RunOptions:
+    return RunOptions(warmup=counts.warmup, iterations=counts.runs, threads=threads or 0)
 
 
 def _executorch_only(runtime: Runtime, where: str) -> ExecuTorchRuntime:
@@ -544,6 +549,7 @@ class RunnerTransport(Transport):
         self.built = built
         self.emulated = is_emulated(built)
         self._cpu: dict | None = None
+        self._emulated_cpu: str | None = None
 
     @classmethod
     def for_device(cls, device: str, log: Log = _quiet) -> "RunnerTransport":
@@ -558,6 +564,7 @@ class RunnerTransport(Transport):
             "runner": str(self.built.directory),
             "executorch": self.built.executorch_version,
             "emulated": self.emulated,
+            **({"emulated_cpu": self._emulated_cpu} if self._emulated_cpu else {}),
             "device": dict(self._cpu or {}),
         }
 
@@ -577,12 +584,11 @@ class RunnerTransport(Transport):
                 n = counts[runtime.name]
                 log(f"running {runtime.name} in the {self.built.target} runner" + (" (emulated)" if self.emulated else ""))
                 try:
-                    run = run_runner(
-                        self.built, program, list(inputs), warmup=n.warmup, iterations=n.runs, threads=threads or 0
-                    )
+                    run = run_runner(self.built, program, list(inputs), _run_options(n, threads))
                 except NativeError as error:
                     raise BenchError(f"{runtime.name} on --device {self.kind}: {error}") from None
                 self._cpu = dict(run.report["cpu"])
+                self._emulated_cpu = run.emulated_cpu
                 results[runtime.name] = _runner_measurement(run, n, self.emulated)
         return results
 
@@ -746,7 +752,7 @@ class RemoteRunnerTransport(Transport):
                 self._push([program, *(path for path, _ in input_files)], folder)
                 arguments = runner_arguments(
                     f"{name}/model.pte", [(f"{name}/{path.name}", shape) for path, shape in input_files],
-                    warmup=n.warmup, iterations=n.runs, threads=threads or 0, output_dir=f"{name}/outputs",
+                    _run_options(n, threads), output_dir=f"{name}/outputs",
                 )  # fmt: skip
                 command = self.script(name, arguments)
                 log(f"running {name} on {self.where}: {command}")

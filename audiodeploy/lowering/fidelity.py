@@ -11,7 +11,8 @@ Each measure takes ``(reference, actual)`` tensors of the same shape and returns
   for what a vocoder's report should say.
 
 A log-mel distance needs a mel front end, which the lowering core does not have: pass
-``log_mel_distance(mel)`` with the caller's front end (any callable ``waveform -> mel``).
+``log_mel_distance(log_mel)`` with the caller's front end (any callable ``waveform -> log-mel``,
+floored as the model's own front end floors it, as vocoder recipes' ``built.mel`` is).
 
 :func:`measure` pools every input's outputs (flattened to ``[-1, last dim]`` and concatenated), so
 an SNR is the energy ratio over all inputs, not a mean of per-input ratios. Outputs whose last
@@ -56,14 +57,16 @@ def frame_argmax_agreement(reference: torch.Tensor, actual: torch.Tensor) -> flo
     return (reference.argmax(-1) == actual.argmax(-1)).double().mean().item()
 
 
-def log_mel_distance(mel: Callable[[torch.Tensor], torch.Tensor], floor: float = 1e-5) -> Measure:
-    """A measure: mean absolute difference of ``log(max(mel(waveform), floor))`` (the caller's front end)."""
+def log_mel_distance(log_mel: Callable[[torch.Tensor], torch.Tensor]) -> Measure:
+    """A measure: mean absolute difference of ``log_mel(waveform)``, the caller's log-mel front end.
+
+    The front end gives the log itself: a vocoder's own one floors the magnitude before its log (1e-5 for
+    HiFi-GAN, 1e-7 for Vocos), and a second log here would measure something else.
+    """
 
     def distance(reference: torch.Tensor, actual: torch.Tensor) -> float:
         reference, actual = _float(reference, actual)
-        ref = torch.log(torch.clamp(mel(reference), min=floor))
-        act = torch.log(torch.clamp(mel(actual), min=floor))
-        return (ref - act).abs().mean().item()
+        return (log_mel(reference) - log_mel(actual)).abs().mean().item()
 
     return distance
 

@@ -75,8 +75,14 @@ from audiodeploy.lowering.passes.fold_computed_gemm_weights import (
 )
 from audiodeploy.lowering.report import Fold, LoweringReport, MethodReport, NotFolded, describe_lowered_method
 from audiodeploy.lowering import fidelity as fidelity_measures
-from audiodeploy.lowering.quantize import QuantizedProgram, check_options, generated_signals, quantize_program
-from audiodeploy.lowering.report import Fp32Gemm, QuantizationReport, QuantizedMethod
+from audiodeploy.lowering.quantize import (
+    QuantizedProgram,
+    check_options,
+    gemm_sensitivity,
+    generated_signals,
+    quantize_program,
+)
+from audiodeploy.lowering.report import Fp32Gemm, GemmSensitivity, QuantizationReport, QuantizedMethod
 
 logger = logging.getLogger(__name__)
 
@@ -127,6 +133,7 @@ def lower(
     keep_fp32: Sequence[str] = (),
     fidelity_inputs: Sequence[tuple[Any, ...]] | Mapping[str, Sequence[tuple[Any, ...]]] | None = None,
     fidelity: Mapping[str, fidelity_measures.Measure] | None = None,
+    sensitivity: bool = False,
 ) -> LoweredProgram:
     """Export, rewrite for XNNPACK, fold computed GEMM weights, lower to XNNPACK and serialize.
 
@@ -148,11 +155,14 @@ def lower(
     is run on ``fidelity_inputs`` (default: two generated signals unlike the calibration ones) and
     compared with eager by the ``fidelity`` measures (name -> ``(reference, actual) -> float``;
     default: ``snr_db`` and ``max_abs_diff`` of :mod:`~audiodeploy.lowering.fidelity`).
+    ``sensitivity`` also quantizes each GEMM alone (every one, kept ones included) and records the
+    output SNR on the fidelity inputs, most sensitive first, so that a user can choose ``keep_fp32``;
+    it simulates int8 in PyTorch and costs seconds per GEMM.
     """
     if quantize is not None:
         check_options(quantize, calibration)
-    elif calibration is not None or keep_fp32:
-        raise TypeError("calibration and keep_fp32 apply to a quantized program: give quantize= too")
+    elif calibration is not None or keep_fp32 or sensitivity:
+        raise TypeError("calibration, keep_fp32 and sensitivity apply to a quantized program: give quantize= too")
     methods = _as_methods(program, example_inputs, dynamic_shapes)
     # run_decompositions({}) only functionalizes (in-place buffer updates become
     # BUFFER_MUTATION outputs); it is the same first step to_edge takes.
@@ -188,8 +198,19 @@ def lower(
             for candidate, reason in rejected:
                 to_fold[name].remove(candidate)
                 declined_folds[name].append(NotFolded(candidate.gemm_label, reason))
+    sensitivities: dict[str, tuple[GemmSensitivity, ...]] = {}
     if quantize is not None:
         folded = {name: apply_folds(ep, to_fold[name]) for name, ep in exported.items()}
+        if sensitivity:
+            sensitivities = {
+                name: tuple(
+                    gemm_sensitivity(
+                        ep, quantize, _fidelity_inputs(fidelity_inputs, name, program, methods[name]),
+                        calibration=_for_method(calibration, name, program),
+                    )
+                )  # fmt: skip
+                for name, (ep, _) in folded.items()
+            }
         quantized = {
             name: quantize_program(
                 ep,
@@ -228,8 +249,9 @@ def lower(
     quantization = None
     if quantize is not None:
         quantization = _quantization_report(
-            quantize, quantized, methods, buffer, external_data, keep_fp32, fidelity_inputs, fidelity, program
-        )
+            quantize, quantized, methods, buffer, external_data, keep_fp32, fidelity_inputs, fidelity, program,
+            sensitivities,
+        )  # fmt: skip
     report = LoweringReport(
         fold=fold, pte_bytes=len(buffer), methods=methods_report, rewrite=rewrite, quantization=quantization
     )
@@ -256,6 +278,14 @@ def _for_method(given: Any, name: str, program: Any) -> Any:
     return given.get(name)
 
 
+def _fidelity_inputs(given: Any, name: str, program: Any, method: Method) -> Sequence[tuple[Any, ...]]:
+    """The inputs method ``name`` is measured on: the given ones, else generated signals unlike calibration's."""
+    inputs = _for_method(given, name, program)
+    if inputs is None:  # seed 2: calibration's generated signals use seed 1
+        inputs = generated_signals(method.example_inputs, FIDELITY_INPUT_COUNT, seed=2)
+    return [tuple(case) for case in inputs]
+
+
 def _quantization_report(
     scheme: str,
     quantized: Mapping[str, QuantizedProgram],
@@ -266,6 +296,7 @@ def _quantization_report(
     fidelity_inputs: Any,
     measures: Mapping[str, fidelity_measures.Measure] | None,
     program: Any,
+    sensitivities: Mapping[str, tuple[GemmSensitivity, ...]],
 ) -> QuantizationReport:
     """Run the program on inputs not used for calibration and compare with eager, per method."""
     # The one loader (quiet: the runtime's log goes to DEBUG); these bytes were made here, so no probe.
@@ -276,9 +307,7 @@ def _quantization_report(
     described = "given inputs" if fidelity_inputs is not None else f"{FIDELITY_INPUT_COUNT} generated signals"
     report_methods = {}
     for name, method in methods.items():
-        inputs = _for_method(fidelity_inputs, name, program)
-        if inputs is None:  # seed 2: calibration's generated signals use seed 1
-            inputs = generated_signals(method.example_inputs, FIDELITY_INPUT_COUNT, seed=2)
+        inputs = _fidelity_inputs(fidelity_inputs, name, program, method)
         references, actuals = [], []
         with torch.no_grad():
             for case in inputs:
@@ -292,6 +321,7 @@ def _quantization_report(
             quantized_gemms=q.quantized_gemms,
             fp32_gemms=tuple(Fp32Gemm(gemm, reason) for gemm, reason in q.fp32_gemms),
             fidelity=fidelity_measures.measure(references, actuals, measures),
+            sensitivity=sensitivities.get(name, ()),
         )
     calibration = "; ".join(dict.fromkeys(q.calibration for q in quantized.values()))
     return QuantizationReport(

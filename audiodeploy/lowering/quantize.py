@@ -47,6 +47,7 @@ import torch
 from torch.export import ExportedProgram
 
 from audiodeploy.lowering.passes.fold_computed_gemm_weights import gemm_label
+from audiodeploy.lowering.report import GemmSensitivity
 
 aten = torch.ops.aten
 
@@ -246,14 +247,6 @@ def _program_constant(program: ExportedProgram, node: torch.fx.Node) -> torch.Te
             target = mapping[node.name]
             return program.state_dict.get(target, program.constants.get(target))
     return None
-
-
-@dataclass(frozen=True)
-class GemmSensitivity:
-    gemm: str
-    """``op @ module.path``; the path is what a ``keep_fp32`` pattern matches."""
-    snr_db: float
-    """Output SNR against fp32 when this GEMM alone is int8 (simulated in PyTorch): lower is more sensitive."""
 
 
 def gemm_sensitivity(

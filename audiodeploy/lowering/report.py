@@ -68,6 +68,18 @@ class Fp32Gemm:
 
 
 @dataclass(frozen=True)
+class GemmSensitivity:
+    gemm: str
+    """``op @ module.path``; the path is what a ``keep_fp32`` pattern matches."""
+    snr_db: float
+    """Output SNR against fp32 when this GEMM alone is int8 (simulated in PyTorch): lower is more sensitive."""
+
+
+SENSITIVE_SHOWN = 5
+"""How many of the most sensitive GEMMs the report prints (``-v``: all of them)."""
+
+
+@dataclass(frozen=True)
 class QuantizedMethod:
     name: str
     quantized_gemms: tuple[str, ...] = ()
@@ -76,6 +88,8 @@ class QuantizedMethod:
     """GEMMs on constant weights left in fp32, each with its reason."""
     fidelity: dict[str, float] = field(default_factory=dict)
     """Measure name -> value against fp32 eager (e.g. ``snr_db``, ``max_abs_diff``), over every fidelity input."""
+    sensitivity: tuple[GemmSensitivity, ...] = ()
+    """Each GEMM quantized alone, most sensitive first (``lower(..., sensitivity=True)``); empty if not measured."""
 
 
 @dataclass(frozen=True)
@@ -98,6 +112,7 @@ class QuantizationReport:
                 quantized_gemms=tuple(m.get("quantized_gemms", ())),
                 fp32_gemms=tuple(Fp32Gemm(**g) for g in m.get("fp32_gemms", ())),
                 fidelity={k: float(v) for k, v in m.get("fidelity", {}).items()},
+                sensitivity=tuple(GemmSensitivity(g["gemm"], float(g["snr_db"])) for g in m.get("sensitivity", ())),
             )
             for name, m in data.get("methods", {}).items()
         }
@@ -109,7 +124,7 @@ class QuantizationReport:
             methods=methods,
         )
 
-    def describe_lines(self) -> list[str]:
+    def describe_lines(self, verbose: bool = False) -> list[str]:
         kept = f"; kept fp32: {', '.join(self.keep_fp32)}" if self.keep_fp32 else ""
         lines = [f"quantization: {self.scheme}; calibration: {self.calibration}{kept}"]
         for method in self.methods.values():
@@ -125,6 +140,13 @@ class QuantizationReport:
                 f"  fp32: {gemms[0]}{f' and {len(gemms) - 1} more' if len(gemms) > 1 else ''}: {reason}"
                 for reason, gemms in by_reason.items()
             )
+            if method.sensitivity:
+                shown = method.sensitivity if verbose else method.sensitivity[:SENSITIVE_SHOWN]
+                rest = len(method.sensitivity) - len(shown)
+                lines.append("  most sensitive, each GEMM alone in int8 (output SNR vs fp32; keep the worst with --keep-fp32):")
+                lines.extend(f"    {g.snr_db:6.1f} dB  {g.gemm}" for g in shown)
+                if rest:
+                    lines.append(f"    and {rest} more (-v shows them all)")
         return lines
 
 
@@ -198,7 +220,7 @@ class LoweringReport:
                 _refusals("GEMM not delegated", [(g.gemm, g.reason) for g in method.gemms_not_delegated], verbose)
             )
         if self.quantization is not None:
-            lines.extend(self.quantization.describe_lines())
+            lines.extend(self.quantization.describe_lines(verbose))
         return "\n".join(lines)
 
 

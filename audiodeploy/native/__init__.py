@@ -3,7 +3,7 @@ arm64 Linux or an Android bundle, and run from Python.
 
     from audiodeploy.native import build_runner, run_runner
     built = build_runner("linux-aarch64")                 # cached per target, executorch version and sources
-    run = run_runner(built, "model.pte", [waveform])      # under qemu-aarch64 on x86-64
+    run = run_runner(built, "model.pte", [waveform], RunOptions(iterations=5))  # under qemu-aarch64 on x86-64
     run.report["latencies_ms"], run.outputs[0]
 
 Nothing here imports torch until tensors are made.
@@ -13,6 +13,7 @@ from audiodeploy.native.build import TARGETS, BuiltRunner, Target, build_runner,
 from audiodeploy.native.errors import NativeError
 from audiodeploy.native.run import (
     NativeRun,
+    RunOptions,
     is_emulated,
     parse_report,
     read_outputs,
@@ -27,6 +28,7 @@ __all__ = [
     "BuiltRunner",
     "NativeError",
     "NativeRun",
+    "RunOptions",
     "Target",
     "build_runner",
     "copy_runner",

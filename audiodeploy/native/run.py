@@ -48,6 +48,8 @@ class NativeRun:
     """The whole process, start to exit, as seen from here."""
     emulated: bool = False
     """Run under qemu: its latencies say nothing about real arm64 hardware."""
+    emulated_cpu: str | None = None
+    """The CPU model qemu emulated (``QEMU_CPU``), when emulated."""
 
     @property
     def latencies_ms(self) -> list[float]:
@@ -67,6 +69,7 @@ def runner_command(built: BuiltRunner) -> tuple[list[str], dict[str, str]]:
             return [str(loader), "--library-path", str(built.directory), str(built.executable)], environment
         return [str(built.executable)], environment
     qemu = tools.require(tools.QEMU_AARCH64)
+    environment["QEMU_CPU"] = tools.emulated_cpu(qemu)
     if built.target == "linux-aarch64":
         environment["QEMU_LD_PREFIX"] = str(tools.AARCH64_SYSROOT)
         return [qemu, str(built.executable)], environment
@@ -95,31 +98,42 @@ def format_shape(shape: Sequence[int]) -> str:
     return "x".join(str(int(d)) for d in shape) if len(shape) else "scalar"
 
 
+@dataclass(frozen=True)
+class RunOptions:
+    """How the runner runs a program, wherever it runs (here, over adb, over ssh): its command-line options."""
+
+    method: str = "forward"
+    fill: Fill | None = None
+    """Fill the inputs (``zeros`` or ``seeded``) instead of reading input files."""
+    fill_shapes: Sequence[Sequence[int]] = ()
+    """With ``fill``: the input shapes (default: the method's upper bounds)."""
+    seed: int = 0
+    warmup: int = 1
+    iterations: int = 10
+    threads: int = 0
+    """0 keeps the runtime's default."""
+
+
 def runner_arguments(
     model: str | os.PathLike[str],
     input_files: Sequence[tuple[str | os.PathLike[str], Sequence[int]]] = (),
+    options: RunOptions = RunOptions(),
     *,
     data: str | os.PathLike[str] | None = None,
-    method: str = "forward",
-    fill: Fill | None = None,
-    fill_shapes: Sequence[Sequence[int]] = (),
-    seed: int = 0,
-    warmup: int = 1,
-    iterations: int = 10,
-    threads: int = 0,
     output_dir: str | os.PathLike[str] | None = None,
 ) -> list[str]:
     """The runner's command-line arguments (paths as the runner will see them, wherever it runs)."""
-    arguments = ["--model", os.fspath(model), "--method", method]
+    arguments = ["--model", os.fspath(model), "--method", options.method]
     if data is not None:
         arguments += ["--data", os.fspath(data)]
     for path, shape in input_files:
         arguments += ["--input", f"{os.fspath(path)}:{format_shape(shape)}"]
-    if fill is not None:
-        arguments += ["--fill", fill, "--seed", str(seed)]
-        for shape in fill_shapes:
+    if options.fill is not None:
+        arguments += ["--fill", options.fill, "--seed", str(options.seed)]
+        for shape in options.fill_shapes:
             arguments += ["--shape", format_shape(shape)]
-    arguments += ["--warmup", str(warmup), "--iterations", str(iterations), "--threads", str(threads)]
+    arguments += ["--warmup", str(options.warmup), "--iterations", str(options.iterations)]
+    arguments += ["--threads", str(options.threads)]
     if output_dir is not None:
         arguments += ["--output-dir", os.fspath(output_dir)]
     return arguments
@@ -165,20 +179,14 @@ def run_runner(
     built: BuiltRunner,
     model: str | os.PathLike[str],
     inputs: Sequence["torch.Tensor"] | None = None,
+    options: RunOptions = RunOptions(),
     *,
     data: str | os.PathLike[str] | None = None,
-    method: str = "forward",
-    fill: Fill | None = None,
-    fill_shapes: Sequence[Sequence[int]] = (),
-    seed: int = 0,
-    warmup: int = 1,
-    iterations: int = 10,
-    threads: int = 0,
     keep_outputs: bool = True,
     timeout_s: float | None = None,
 ) -> NativeRun:
-    """Run `model` with `inputs` (or `fill`) on `built` here, and return its report and outputs."""
-    if inputs is not None and fill is not None:
+    """Run `model` with `inputs` (or `options.fill`) on `built` here, and return its report and outputs."""
+    if inputs is not None and options.fill is not None:
         raise NativeError("give inputs or fill, not both")
     prefix, environment = runner_command(built)
     with tempfile.TemporaryDirectory(prefix="audiodeploy-runner-") as scratch:
@@ -186,9 +194,8 @@ def run_runner(
         input_files = write_inputs(inputs, work) if inputs is not None else []
         output_dir = work / "outputs" if keep_outputs else None
         arguments = runner_arguments(
-            Path(model).resolve(), input_files, data=Path(data).resolve() if data is not None else None,
-            method=method, fill=fill, fill_shapes=fill_shapes, seed=seed, warmup=warmup,
-            iterations=iterations, threads=threads, output_dir=output_dir,
+            Path(model).resolve(), input_files, options,
+            data=Path(data).resolve() if data is not None else None, output_dir=output_dir,
         )  # fmt: skip
         start = time.monotonic()
         try:
@@ -202,7 +209,10 @@ def run_runner(
             raise NativeError(f"the {built.target} runner failed: {runner_error_line(done.stderr, done.returncode)}")
         report = parse_report(done.stdout)
         outputs = read_outputs(output_dir) if output_dir is not None else []
-    return NativeRun(report=report, outputs=outputs, wall_s=wall_s, emulated=is_emulated(built))
+    return NativeRun(
+        report=report, outputs=outputs, wall_s=wall_s, emulated=is_emulated(built),
+        emulated_cpu=environment.get("QEMU_CPU") if is_emulated(built) else None,
+    )  # fmt: skip
 
 
 def runner_error_line(stderr: str, returncode: int) -> str:
@@ -219,6 +229,7 @@ def runner_error_line(stderr: str, returncode: int) -> str:
 __all__ = [
     "NativeRun",
     "RUNNER_NAME",
+    "RunOptions",
     "is_emulated",
     "parse_report",
     "read_outputs",

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import functools
+import os
+import re
 import shutil
+import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -55,3 +59,34 @@ def require_aarch64_system_libraries() -> list[Path]:
             f"toolchain: apt-get install -y {AARCH64_CXX.debian_package}"
         )
     return paths
+
+
+QEMU_SME_FIXED_MAJOR = 10
+"""The first qemu-user major version seen to emulate SME right (10.0.2, Debian bookworm-backports)."""
+
+
+@functools.lru_cache(maxsize=None)
+def _qemu_major(qemu: str) -> int | None:
+    try:
+        done = subprocess.run([qemu, "--version"], capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    found = re.search(r"version (\d+)\.", done.stdout)
+    return int(found.group(1)) if found else None
+
+
+def emulated_cpu(qemu: str) -> str:
+    """The CPU model qemu-aarch64 emulates for the runner: ``$QEMU_CPU`` if set, else every feature qemu has,
+    without SME on a qemu older than :data:`QEMU_SME_FIXED_MAJOR`.
+
+    Measured on 2026-12-01: a tiny wav2vec2 int8-dynamic program differed by 0.43 from the x86-64 run under
+    Debian's qemu 7.2 with ``-cpu max``, whose SME is on (XNNPACK then picks its SME int8 GEMMs), and matched
+    to 1.5e-7 with ``max,sme=off``, with cortex-a53/a72/a76, neoverse-n1, a64fx, and under qemu 10.0 with SME
+    on at every vector length tried. fp32 programs were right either way. So qemu 7.2 mis-emulates SME, and the
+    SME kernels are checked only with a newer qemu (or a device).
+    """
+    chosen = os.environ.get("QEMU_CPU")
+    if chosen:
+        return chosen
+    major = _qemu_major(qemu)
+    return "max" if major is not None and major >= QEMU_SME_FIXED_MAJOR else "max,sme=off"

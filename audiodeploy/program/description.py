@@ -159,9 +159,10 @@ class Sidecar:
     program_sha256: str | None
     """The SHA-256 of the program it was written beside; None in sidecars written before it was recorded."""
 
-    def check_digest(self, buffer: bytes, origin: str) -> None:
-        """Raise `DescriptionError` when the sidecar was written for other program bytes."""
-        if self.program_sha256 is not None and self.program_sha256 != program_digest(buffer):
+    def check_digest(self, program_sha256: str, origin: str) -> None:
+        """Raise `DescriptionError` when the sidecar was written for another program than the one whose SHA-256
+        (`program_digest`, or a loaded runtime Program's `sha256`) is given."""
+        if self.program_sha256 is not None and self.program_sha256 != program_sha256:
             raise DescriptionError(
                 f"{self.path} was written for another program than {origin} (the programs' SHA-256 differ); "
                 "export the model again so that the .pte and its .json belong together"

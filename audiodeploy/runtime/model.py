@@ -381,7 +381,7 @@ def load(path: str | os.PathLike[str], data_path: str | os.PathLike[str] | None 
     if not sidecar_path(path).exists():
         return Model(program, None, path)
     sidecar = read_sidecar(path)
-    sidecar.check_digest(program.buffer, display(path))
+    sidecar.check_digest(program.sha256, display(path))
     description = sidecar.description
     description.check_program(program.input_specs(), program.output_specs(), display(path))
     kind = SpeechRecognizer if description.task == "ctc-asr" else Vocoder

@@ -68,6 +68,7 @@ from typing import Any, Iterator, Sequence
 
 import torch
 
+from audiodeploy.program.description import program_digest
 from audiodeploy.runtime.pte_check import (
     EXPORT_AGAIN,
     GIVE_PTE,
@@ -230,9 +231,9 @@ def _runtime_identity() -> bytes:
     return f"{origin}:{stat.st_size}:{stat.st_mtime_ns}".encode() if stat else b"unknown runtime"
 
 
-def _program_key(buffer: bytes, data: bytes | None) -> str:
-    digest = hashlib.sha256(_runtime_identity() + b"\0program\0")
-    digest.update(buffer)
+def _program_key(program_sha256: str, data: bytes | None) -> str:
+    """The verdict's key: the program's SHA-256 (the one its sidecar records), its data and the runtime."""
+    digest = hashlib.sha256(_runtime_identity() + b"\0program\0" + program_sha256.encode())
     if data is not None:
         digest.update(b"\0data\0")
         digest.update(data)
@@ -275,7 +276,7 @@ def mark_verified(buffer: bytes, data: bytes | None = None) -> None:
     For an exporter, for bytes it produced and ran itself: later loads of them, from any process, skip the
     child-process probe.
     """
-    _remember(_program_key(bytes(buffer), None if data is None else bytes(data)))
+    _remember(_program_key(program_digest(bytes(buffer)), None if data is None else bytes(data)))
 
 
 # --- the probe --------------------------------------------------------------------------------------------------
@@ -536,7 +537,9 @@ class Program:
         check_program_bytes(loaded.buffer, origin)
         if loaded.data is not None:
             check_data_bytes(loaded.data, data_origin or f"the data of {origin}")
-        key = None if trusted else _program_key(loaded.buffer, loaded.data)
+        # Hashed once: the verdict's key and the sidecar's check (`sha256`) share it.
+        self._sha256 = None if trusted else program_digest(loaded.buffer)
+        key = None if self._sha256 is None else _program_key(self._sha256, loaded.data)
         with _data_file(loaded.data) as data_path:
             if key is not None and not _known_to_load(key):
                 _probe(loaded.buffer, origin, data_path)
@@ -595,6 +598,13 @@ class Program:
     def buffer(self) -> bytes:
         """The program's bytes (the runtime reads from them; they live as long as the program)."""
         return self._loaded.buffer
+
+    @property
+    def sha256(self) -> str:
+        """The SHA-256 of :attr:`buffer` in hex, as a sidecar records it (computed once)."""
+        if self._sha256 is None:
+            self._sha256 = program_digest(self._loaded.buffer)
+        return self._sha256
 
     @property
     def method_names(self) -> list[str]:

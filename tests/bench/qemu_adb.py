@@ -11,7 +11,8 @@ phone's ``/data/local/tmp/x`` is ``$QEMU_ADB_PHONE/data/local/tmp/x``), and:
   becomes the phone folder, and the bundle's loader ``./ld-linux-aarch64.so.1`` is started as
   ``qemu-aarch64 ./ld-linux-aarch64.so.1`` (this machine is x86-64 and registers no binfmt handler), with an
   empty ``QEMU_LD_PREFIX`` so that nothing comes from the host's arm64 sysroot: the loader and every library
-  must come from the pushed bundle, as on a phone. The exit status is COMMAND's, as with adb's shell protocol.
+  must come from the pushed bundle, as on a phone. The CPU qemu emulates is the one the qemu-aarch64 device
+  uses (``audiodeploy.native.tools.emulated_cpu``). The exit status is COMMAND's, as with adb's shell protocol.
 
 Every invocation is appended to ``$QEMU_ADB_LOG`` as JSON. ``$QEMU_ADB_MODE=unreachable`` plays a phone that is
 not attached.
@@ -23,6 +24,8 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+
+from audiodeploy.native.tools import emulated_cpu
 
 PHONE_TMP = "/data/local/tmp"
 LOADER = "./ld-linux-aarch64.so.1 "
@@ -81,8 +84,9 @@ elif command == "pull":
     print("1 file(s) pulled, 0 skipped.")
 elif command == "shell" and len(args) > 1:
     line = " ".join(args[1:]).replace(PHONE_TMP, str(phone / PHONE_TMP.lstrip("/")))
-    line = line.replace(LOADER, f"{shutil.which('qemu-aarch64')} {LOADER}")
-    environment = dict(os.environ, QEMU_LD_PREFIX="")
+    qemu = shutil.which("qemu-aarch64")
+    line = line.replace(LOADER, f"{qemu} {LOADER}")
+    environment = dict(os.environ, QEMU_LD_PREFIX="", QEMU_CPU=emulated_cpu(qemu))
     done = subprocess.run(["/bin/sh", "-c", line], cwd=phone, env=environment)
     sys.exit(done.returncode)
 else:

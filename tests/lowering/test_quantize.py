@@ -145,6 +145,36 @@ def test_int8_report_round_trips_and_old_reports_still_load():
     assert LoweringReport.from_dict(data).quantization is None
 
 
+class TwoLinears(torch.nn.Module):
+    """``b`` reads one input feature through weights 100x the others: its per-channel int8 steps are coarse."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.a = torch.nn.Linear(16, 16)
+        self.b = torch.nn.Linear(16, 8)
+        with torch.no_grad():
+            self.b.weight[:, 0] *= 100
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.b(torch.relu(self.a(x)))
+
+
+def test_int8_sensitivity_ranks_each_gemm_alone_and_the_report_keeps_and_shows_it():
+    lowered = audiodeploy.lower(
+        TwoLinears().eval(), (torch.randn(4, 16),), quantize="int8-dynamic", keep_fp32=["a"], sensitivity=True
+    )
+    ranked = lowered.report.quantization.methods["forward"].sensitivity
+    # Every GEMM is measured, the kept one too: the ranking is what a user chooses keep_fp32 from.
+    assert [g.gemm for g in ranked] == ["linear @ b", "linear @ a"]
+    assert ranked[0].snr_db + 10 < ranked[1].snr_db, ranked
+    assert LoweringReport.from_dict(json.loads(lowered.report.to_json())) == lowered.report
+    described = str(lowered.report)
+    assert "most sensitive" in described and f"{ranked[0].snr_db:6.1f} dB  linear @ b" in described
+    with pytest.raises(TypeError, match="quantize="):
+        audiodeploy.lower(TwoLinears().eval(), (torch.randn(4, 16),), sensitivity=True)
+
+
 def test_fidelity_measures():
     reference = torch.tensor([[1.0, 0.0, 0.0], [0.0, 2.0, 0.0]])
     assert fidelity.output_snr_db(reference, reference) == float("inf")
@@ -154,8 +184,8 @@ def test_fidelity_measures():
     # waveforms of two lengths pool into one energy ratio
     pooled = fidelity.measure([torch.ones(1, 3), torch.ones(1, 5)], [torch.ones(1, 3), 1.1 * torch.ones(1, 5)])
     assert pooled["snr_db"] == pytest.approx(10 * torch.log10(torch.tensor(8 / (5 * 0.01))).item(), rel=1e-6)
-    mel = fidelity.log_mel_distance(lambda waveform: waveform.abs())
-    assert mel(torch.ones(4), torch.full((4,), torch.e)) == pytest.approx(1.0)
+    log_mel = fidelity.log_mel_distance(lambda waveform: waveform.abs().clamp(min=1e-5).log())
+    assert log_mel(torch.ones(4), torch.full((4,), torch.e)) == pytest.approx(1.0)
 
 
 def test_selection_weights_are_recognized():

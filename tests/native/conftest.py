@@ -93,7 +93,8 @@ RECIPE_FAMILIES = ("wav2vec2", "hifigan")
 
 @dataclass(frozen=True)
 class RecipeProgram:
-    """A recipe's tiny variant lowered by audiodeploy (fp32), with its eager module and tolerance."""
+    """A recipe's tiny variant lowered by audiodeploy (fp32, or int8 with the recipe's default fp32 layers), with
+    its eager module and tolerance."""
 
     name: str
     path: Path
@@ -108,18 +109,20 @@ class RecipeProgram:
 
 @pytest.fixture(scope="session")
 def recipe_programs(tmp_path_factory):
-    """``recipe_programs(name)``: lowered once per session, shared by the qemu, adb and ssh tests."""
+    """``recipe_programs(name, quantize=None)``: lowered once per session, shared by the qemu, adb and ssh tests."""
     from audiodeploy import recipes
 
-    made: dict[str, RecipeProgram] = {}
+    made: dict[tuple[str, str | None], RecipeProgram] = {}
 
-    def get(name: str) -> RecipeProgram:
-        if name not in made:
-            built = recipes.get(name).build(variant="tiny")
-            lowered = audiodeploy.lower(built.module, built.example_inputs, dynamic_shapes=built.dynamic_shapes)
-            path = lowered.save(tmp_path_factory.mktemp(name) / f"{name}-tiny.pte")
+    def get(name: str, quantize: str | None = None) -> RecipeProgram:
+        if (name, quantize) not in made:
+            recipe = recipes.get(name)
+            built = recipe.build(variant="tiny")
+            options = {"quantize": quantize, "keep_fp32": recipe.default_keep_fp32(built.source)} if quantize else {}
+            lowered = audiodeploy.lower(built.module, built.example_inputs, dynamic_shapes=built.dynamic_shapes, **options)
+            path = lowered.save(tmp_path_factory.mktemp(name) / f"{name}-tiny-{quantize or 'fp32'}.pte")
             inputs = built.random_inputs(built.input.length_for_seconds(0.25), seed=1)
-            made[name] = RecipeProgram(name, path, built, inputs)
-        return made[name]
+            made[name, quantize] = RecipeProgram(name, path, built, inputs)
+        return made[name, quantize]
 
     return get

@@ -11,7 +11,7 @@ import subprocess
 import pytest
 import torch
 
-from audiodeploy.native import copy_runner, run_runner
+from audiodeploy.native import RunOptions, copy_runner, run_runner
 from audiodeploy.native.build import BuiltRunner
 from audiodeploy.native.tools import BUNDLE_SYSTEM_LIBRARIES
 from tests.native.conftest import CHANNELS
@@ -22,7 +22,7 @@ ATOL = 1e-5
 
 def test_linux_aarch64_fp32_under_qemu_matches_eager(arm64_runner, tiny_program):
     x = torch.randn(1, CHANNELS, 40)
-    run = run_runner(arm64_runner, tiny_program.path, [x], warmup=0, iterations=1)
+    run = run_runner(arm64_runner, tiny_program.path, [x], RunOptions(warmup=0, iterations=1))
     torch.testing.assert_close(run.outputs[0], tiny_program.eager(x), atol=ATOL, rtol=0)
     assert run.emulated
     assert run.report["cpu"]["architecture"] == "aarch64" and run.report["cpu"]["machine"] == "aarch64"
@@ -35,7 +35,7 @@ def test_android_bundle_runs_through_its_own_loader_from_a_copied_folder(android
     phone = copy_runner(android_bundle, tmp_path / "data-local-tmp" / "audiodeploy")
     moved = BuiltRunner("android-arm64", phone, android_bundle.executorch_version)
     x = torch.randn(1, CHANNELS, 24)
-    run = run_runner(moved, tiny_program.path, [x], warmup=0, iterations=1)
+    run = run_runner(moved, tiny_program.path, [x], RunOptions(warmup=0, iterations=1))
     torch.testing.assert_close(run.outputs[0], tiny_program.eager(x), atol=ATOL, rtol=0)
     assert run.report["cpu"]["architecture"] == "aarch64"
 

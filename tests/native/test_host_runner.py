@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from audiodeploy.native import NativeError, run_runner
+from audiodeploy.native import NativeError, RunOptions, run_runner
 from audiodeploy.runtime import Program
 from tests.native.conftest import CHANNELS, MAX_LENGTH
 
@@ -20,7 +20,7 @@ ATOL = 1e-5
 def test_fp32_dynamic_length_matches_eager_and_the_python_runtime(host_runner, tiny_program):
     for length in (16, 40):
         x = torch.randn(1, CHANNELS, length)
-        native = run_runner(host_runner, tiny_program.path, [x], iterations=2).outputs[0]
+        native = run_runner(host_runner, tiny_program.path, [x], RunOptions(iterations=2)).outputs[0]
         python = Program.load(tiny_program.path).run((x,))[0]
         torch.testing.assert_close(native, tiny_program.eager(x), atol=ATOL, rtol=0)
         torch.testing.assert_close(native, python, atol=ATOL, rtol=0)
@@ -29,7 +29,7 @@ def test_fp32_dynamic_length_matches_eager_and_the_python_runtime(host_runner, t
 
 def test_report_has_load_time_latencies_memory_cpu_threads_and_shapes(host_runner, tiny_program):
     x = torch.randn(1, CHANNELS, 24)
-    report = run_runner(host_runner, tiny_program.path, [x], warmup=2, iterations=3, threads=1).report
+    report = run_runner(host_runner, tiny_program.path, [x], RunOptions(warmup=2, iterations=3, threads=1)).report
     assert report["schema"] == "audiodeploy.runner/1"
     assert report["executorch_version"].startswith(host_runner.executorch_version)
     assert report["method"] == "forward" and report["data"] is None
@@ -45,10 +45,10 @@ def test_report_has_load_time_latencies_memory_cpu_threads_and_shapes(host_runne
 
 
 def test_seeded_fill_is_reproducible_and_zeros_fill_takes_the_method_bound(host_runner, tiny_program):
-    first = run_runner(host_runner, tiny_program.path, fill="seeded", fill_shapes=[(1, CHANNELS, 8)], seed=3, iterations=1)
-    second = run_runner(host_runner, tiny_program.path, fill="seeded", fill_shapes=[(1, CHANNELS, 8)], seed=3, iterations=1)
+    first = run_runner(host_runner, tiny_program.path, options=RunOptions(fill="seeded", fill_shapes=[(1, CHANNELS, 8)], seed=3, iterations=1))
+    second = run_runner(host_runner, tiny_program.path, options=RunOptions(fill="seeded", fill_shapes=[(1, CHANNELS, 8)], seed=3, iterations=1))
     torch.testing.assert_close(first.outputs[0], second.outputs[0], atol=0, rtol=0)
-    zeros = run_runner(host_runner, tiny_program.path, fill="zeros", iterations=1)
+    zeros = run_runner(host_runner, tiny_program.path, options=RunOptions(fill="zeros", iterations=1))
     assert zeros.report["inputs"] == [{"shape": [1, CHANNELS, MAX_LENGTH], "dtype": "float32", "source": "zeros"}]
     torch.testing.assert_close(zeros.outputs[0], tiny_program.eager(torch.zeros(1, CHANNELS, MAX_LENGTH)), atol=ATOL, rtol=0)
 
@@ -115,4 +115,4 @@ def test_python_side_raises_the_runners_message(host_runner, tiny_program):
     with pytest.raises(NativeError, match=r"host runner failed: input 0 of method 'forward' is at most 1x4x64"):
         run_runner(host_runner, tiny_program.path, [torch.randn(1, CHANNELS, 65)])
     with pytest.raises(NativeError, match="model file .* does not exist"):
-        run_runner(host_runner, tiny_program.path.with_name("absent.pte"), fill="zeros")
+        run_runner(host_runner, tiny_program.path.with_name("absent.pte"), options=RunOptions(fill="zeros"))

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from audiodeploy.program.description import DescriptionError, read_sidecar, sidecar_content
+from audiodeploy.program.description import DescriptionError, program_digest, read_sidecar, sidecar_content
 from audiodeploy.program.mel import MelSpectrogram
 from audiodeploy.program.spec import CTC_LOGITS_OUTPUT, WAVEFORM_OUTPUT, InputSpec
 from audiodeploy.program.vocabulary import STANDARD_ENGLISH
@@ -52,14 +52,14 @@ def test_a_sidecar_round_trips_and_knows_its_task(tmp_path):
     sidecar = read_sidecar(pte)
     assert sidecar.description.task == "ctc-asr"
     assert sidecar.description.vocabulary == STANDARD_ENGLISH
-    sidecar.check_digest(b"program bytes", "m.pte")
+    sidecar.check_digest(program_digest(b"program bytes"), "m.pte")
     assert read_sidecar(write_sidecar(tmp_path, model_dict("vocoder"))).description.task == "vocoder"
 
 
 def test_a_sidecar_written_for_other_bytes_is_refused(tmp_path):
     sidecar = read_sidecar(write_sidecar(tmp_path, model_dict()))
     with pytest.raises(DescriptionError, match="written for another program"):
-        sidecar.check_digest(b"a newer program", "m.pte")
+        sidecar.check_digest(program_digest(b"a newer program"), "m.pte")
 
 
 @pytest.mark.parametrize(

@@ -5,9 +5,9 @@ Bars (this machine, AVX-512 VNNI; tiny models, seeded synthetic weights):
 - speech encoder (HuBERT tiny, the quickest of the three; int8-dynamic, the recipe's keep_fp32): one delegate,
   nothing outside; logits SNR >= 30 dB and frame argmax agreement >= 95% at the shortest and longest input
   (measured: about 43 dB and 98-100% for all three families and both sources);
-- vocoder (SpeechT5 HiFi-GAN tiny, int8-static calibrated on audio files through the recipe's mel front end):
-  one delegate; waveform SNR >= 20 dB on held-out speech-like audio (measured: 27 dB). UnivNet takes no int8 scheme, the original
-  HiFi-GAN none yet (see recipes/_vocoder.py and recipes/univnet.py for why).
+- vocoders (SpeechT5's HiFi-GAN tiny and the original's tiny-v3, int8-static calibrated on audio files through the
+  recipe's mel front end): one delegate; waveform SNR >= 20 dB on held-out speech-like audio (measured: 27 dB
+  for SpeechT5's). UnivNet takes no int8 scheme (see recipes/univnet.py for why).
 The defaults' module patterns are checked against every family and source by export alone (seconds), and the
 module-scoped programs are lowered once per file.
 """
@@ -187,11 +187,13 @@ def test_int8_dynamic_speech_encoder_is_one_delegate_within_the_bar_at_both_ends
     assert measured["snr_db"] >= ENCODER_SNR_DB and measured["argmax"] >= ENCODER_ARGMAX, measured
 
 
-@pytest.fixture(scope="module")
-def quantized_vocoder(audio_dir):
-    recipe = recipes.get("speecht5-hifigan")
+# The original HiFi-GAN as its type-2 resblock variant: tiny-v1's 78 quantized convolutions took 140 s here.
+@pytest.fixture(scope="module", params=[("speecht5-hifigan", "tiny"), ("hifigan", "tiny-v3")], ids=lambda p: p[0])
+def quantized_vocoder(audio_dir, request):
+    name, variant = request.param
+    recipe = recipes.get(name)
     # One fixed length: XNNPACK's passes over the 74 quantized convolutions take twice as long with a symbolic one.
-    built = recipe.build(variant="tiny", length_range=VOCODER_LENGTH)
+    built = recipe.build(variant=variant, length_range=VOCODER_LENGTH)
     calibration = calibration_inputs(built, calibration_files([audio_dir / f"take{i}.wav" for i in range(5)]))
     lowered = audiodeploy.lower(
         built.module,

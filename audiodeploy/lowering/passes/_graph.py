@@ -8,8 +8,10 @@ tensors, symbolic sizes included) so that the next pass can read shapes, and the
 
 from __future__ import annotations
 
+import logging
 import operator
-from typing import Any, Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Callable, ClassVar, Sequence
 
 import torch
 from executorch.backends.transforms.utils import create_constant_placeholder
@@ -19,7 +21,7 @@ from torch.fx.experimental.symbolic_shapes import free_symbols
 from torch.export import ExportedProgram
 from torch.export.graph_signature import InputKind
 from torch.utils import _pytree as pytree
-from torch.fx.passes.infra.pass_base import PassBase
+from torch.fx.passes.infra.pass_base import PassBase, PassResult
 
 aten = torch.ops.aten
 
@@ -237,3 +239,56 @@ class ExportedProgramPass(PassBase):
     def __init__(self, exported_program: ExportedProgram) -> None:
         super().__init__()
         self.exported_program = exported_program
+
+
+@dataclass(frozen=True)
+class Skip:
+    """What :meth:`NodeRewritePass.rewrite` returns for a node it leaves as it is: the reason."""
+
+    reason: str
+
+
+class NodeRewritePass(ExportedProgramPass):
+    """A rewrite that looks at one node at a time: match a node, return its replacement or why it is skipped.
+
+    A subclass names the ops it looks at in :attr:`targets` and implements
+    :meth:`rewrite`. ``rewrite`` is called with the graph's insertion point before
+    the node, so what it inserts (with :func:`insert_op`) comes before the node's
+    users; the node returned replaces every use of the node. Nodes left unused
+    (the replaced node, what only it read) are dropped afterwards.
+
+    After the pass has run, :attr:`rewritten` names the replaced nodes and
+    :attr:`skipped` pairs each skipped node's name with its reason; the reasons are
+    logged at DEBUG, so ``audiodeploy -v`` shows why a node stayed as it was.
+    """
+
+    targets: ClassVar[frozenset[torch._ops.OpOverload]]
+
+    def __init__(self, exported_program: ExportedProgram) -> None:
+        super().__init__(exported_program)
+        self.rewritten: list[str] = []
+        self.skipped: list[tuple[str, str]] = []
+
+    @property
+    def graph(self) -> torch.fx.Graph:
+        return self.exported_program.graph
+
+    def rewrite(self, node: torch.fx.Node) -> torch.fx.Node | Skip:
+        raise NotImplementedError
+
+    def call(self, graph_module: torch.fx.GraphModule) -> PassResult:
+        log = logging.getLogger(type(self).__module__)
+        for node in list(graph_module.graph.nodes):
+            if node.op != "call_function" or node.target not in self.targets:
+                continue
+            with graph_module.graph.inserting_before(node):
+                result = self.rewrite(node)
+            if isinstance(result, Skip):
+                self.skipped.append((node.name, result.reason))
+                log.debug("%s: %s left as it is: %s", type(self).__name__, node.name, result.reason)
+                continue
+            self.rewritten.append(node.name)
+            replace_node(self.exported_program, node, result)
+        if self.rewritten:
+            rewrite_done(self.exported_program)
+        return PassResult(graph_module, bool(self.rewritten))

@@ -20,49 +20,31 @@ pads ``p >= k`` on each side.
 from __future__ import annotations
 
 import torch
-from torch.fx.passes.infra.pass_base import PassResult
 
-from audiodeploy.lowering.passes._graph import (
-    ExportedProgramPass,
-    argument,
-    conv1d_geometry,
-    insert_op,
-    replace_node,
-    rewrite_done,
-    value,
-)
+from audiodeploy.lowering.passes._graph import NodeRewritePass, Skip, argument, conv1d_geometry, insert_op, value
 
 aten = torch.ops.aten
 
 
-class ConvTailSliceAsPaddingPass(ExportedProgramPass):
-    def call(self, graph_module: torch.fx.GraphModule) -> PassResult:
-        graph = graph_module.graph
-        modified = False
-        for node in list(graph.nodes):
-            if node.op != "call_function" or node.target != aten.slice.Tensor:
-                continue
-            conv = node.args[0]
-            dropped = _dropped_tail(node)
-            padding = _symmetric_padding(conv) if dropped else None
-            if padding is None or padding < dropped:
-                continue
-            x, weight = conv.args[:2]
-            bias = argument(conv, 2, "bias")
-            dilation = argument(conv, 5, "dilation", [1])
-            groups = argument(conv, 6, "groups", 1)
-            with graph.inserting_before(conv):
-                pads = [padding, padding - dropped]
-                padded = insert_op(graph, aten.constant_pad_nd.default, (x, pads, 0.0), origin=conv)
-                replacement = insert_op(
-                    graph, aten.conv1d.default, (padded, weight, bias, [1], [0], dilation, groups), origin=conv
-                )
-            replace_node(self.exported_program, node, replacement)
-            graph.erase_node(conv)
-            modified = True
-        if modified:
-            rewrite_done(self.exported_program)
-        return PassResult(graph_module, modified)
+class ConvTailSliceAsPaddingPass(NodeRewritePass):
+    targets = frozenset({aten.slice.Tensor})
+
+    def rewrite(self, node: torch.fx.Node) -> torch.fx.Node | Skip:
+        dropped = _dropped_tail(node)
+        if dropped is None:
+            return Skip("not a slice of the last dimension from its start to -k")
+        conv = node.args[0]
+        padding = _symmetric_padding(conv)
+        if padding is None:
+            return Skip("it does not slice a stride-1 conv1d with numeric padding that only it reads")
+        if padding < dropped:
+            return Skip(f"it drops {dropped} outputs, more than the convolution's padding of {padding}")
+        x, weight = conv.args[:2]
+        bias = argument(conv, 2, "bias")
+        dilation = argument(conv, 5, "dilation", [1])
+        groups = argument(conv, 6, "groups", 1)
+        padded = insert_op(self.graph, aten.constant_pad_nd.default, (x, [padding, padding - dropped], 0.0), origin=conv)
+        return insert_op(self.graph, aten.conv1d.default, (padded, weight, bias, [1], [0], dilation, groups), origin=conv)
 
 
 def _dropped_tail(node: torch.fx.Node) -> int | None:
