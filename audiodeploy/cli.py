@@ -130,8 +130,9 @@ def export(
     weights: Annotated[
         Optional[str],
         typer.Option(
-            help="Local directory (from_pretrained), hub id, torchaudio state dict, or an original HiFi-GAN "
-            "generator checkpoint (a file, or a directory with config.json); default: synthetic."
+            help="Local directory (from_pretrained), hub id, torchaudio state dict, or an original checkpoint: a "
+            "HiFi-GAN or BigVGAN generator (a file, or a directory with config.json), a Vocos directory (config.yaml "
+            "and pytorch_model.bin); default: synthetic."
         ),
     ] = None,
     seconds: Annotated[Optional[float], typer.Option(help="Export one fixed input length, in seconds.")] = None,

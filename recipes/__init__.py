@@ -1,18 +1,19 @@
 """Recipes: how each audio model family reaches the lowering core, as a library.
 
     from audiodeploy import recipes
-    recipes.available()  # ('hifigan', 'hubert', 'speecht5-hifigan', 'univnet', 'wav2vec2', 'wavlm')
+    recipes.available()  # ('bigvgan', 'hifigan', 'hubert', 'speecht5-hifigan', 'univnet', 'vocos', 'wav2vec2', 'wavlm')
     built = recipes.get("wav2vec2").build()  # synthetic weights from facebook/wav2vec2-base-960h's configuration
     torch.export.export(built.module, built.example_inputs, dynamic_shapes=built.dynamic_shapes)
 
 Each family module declares one recipe and registers it on import: `wav2vec2`, `hubert`, `wavlm`, `univnet`,
-`hifigan_original` (recipe `hifigan`, the original HiFi-GAN) and `hifigan` (recipe `speecht5-hifigan`). Register
+`hifigan_original` (recipe `hifigan`, the original HiFi-GAN), `hifigan` (recipe `speecht5-hifigan`), `bigvgan`
+and `vocos`. Register
 your own with the same `@register` decorator (see `registry`). Declaring, listing and describing recipes imports
 neither torch, torchaudio nor transformers (`audiodeploy list` answers at once): `build()` imports them, and the
 export wrappers from `_modules`.
 """
 
-from . import hifigan, hifigan_original, hubert, univnet, wav2vec2, wavlm
+from . import bigvgan, hifigan, hifigan_original, hubert, univnet, vocos, wav2vec2, wavlm
 from audiodeploy.program.mel import MelSpectrogram
 from audiodeploy.program.vocabulary import STANDARD_ENGLISH, TORCHAUDIO_ENGLISH, CtcVocabulary, greedy_decode
 from .calibration import calibration_files, calibration_inputs

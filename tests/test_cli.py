@@ -13,7 +13,7 @@ from tests.cli import assert_clean_error, audiodeploy, write_tone
 def test_list_shows_every_recipe():
     result = audiodeploy("list")
     assert result.returncode == 0, result.stderr
-    for name in ("wav2vec2", "hubert", "wavlm", "hifigan", "speecht5-hifigan", "univnet"):
+    for name in ("wav2vec2", "hubert", "wavlm", "hifigan", "speecht5-hifigan", "univnet", "bigvgan", "vocos"):
         assert name in result.stdout
 
 

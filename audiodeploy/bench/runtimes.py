@@ -311,7 +311,15 @@ class OnnxRuntime(Runtime):
         options.log_severity_level = 3
         if self.model is None:
             raise RuntimeError(f"{self.name}: load() twice")
-        self._session = onnxruntime.InferenceSession(self.model, options, providers=["CPUExecutionProvider"])
+        try:
+            self._session = onnxruntime.InferenceSession(self.model, options, providers=["CPUExecutionProvider"])
+        except Exception as error:  # onnxruntime raises its own exception classes, one per status code
+            # Seen: torch.onnx exports istft (Vocos) with int32 ScatterND indices, which ORT 1.32 refuses.
+            detail = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+            raise BenchError(
+                f"ONNX Runtime cannot load the ONNX export of this model ({detail[:300]}); "
+                f"leave {self.name} out of --compare"
+            ) from None
         self._input_names = [i.name for i in self._session.get_inputs()]
         self.model = None  # the session holds its own copy of the weights
 

@@ -16,8 +16,14 @@ published front end, frame for frame:
 - `hifigan`: `mel_spectrogram` of the original HiFi-GAN repository (jik876/hifi-gan `meldataset.py`): the same
   formula as `univnet` written with `torch.stft(center=False)`, whose window of `win_length` is centred in the
   `n_fft` frame, and librosa's float32 filter bank (`librosa.filters.mel(sr, n_fft, n_mels, fmin, fmax)`).
+- `vocos`: Vocos' `MelSpectrogramFeatures(padding="center")` (gemelo-ai/vocos `feature_extractors.py`), which is
+  torchaudio's `MelSpectrogram(sample_rate, n_fft, hop_length, n_mels, center=True, power=1)` with its defaults
+  then `log(clip(mel, 1e-7))`: `torch.stft(center=True)` reflect-pads `n_fft // 2` on both sides, frames of
+  `n_fft` samples (the window is `n_fft` long: Vocos passes no `win_length`) times a periodic Hann window, the
+  magnitude `|X|`, HTK mel filters without normalization (`melscale_fbanks(norm=None, mel_scale="htk")`).
+  torchaudio computes in float32 (its FFT and its filters' edges); here in float64, as for the others.
 
-All three compute in float64 (transformers promotes to float64 before its FFT) and return float32. A frame's
+All four compute in float64 (transformers promotes to float64 before its FFT) and return float32. A frame's
 values depend only on the samples under its window, so `MelSpectrogram.frames` computes any run of frames
 from the samples that run needs; `__call__` is that same code over the whole signal.
 
@@ -38,7 +44,7 @@ from ._fields import float_field, int_field, optional_float_field, optional_int_
 if TYPE_CHECKING:
     import torch
 
-MelFlavor = Literal["speecht5", "univnet", "hifigan"]
+MelFlavor = Literal["speecht5", "univnet", "hifigan", "vocos"]
 
 SampleReader = Callable[[int, int], np.ndarray]
 """`read(a, b)`: samples `a` to `b` (exclusive) of the mono float32 signal, as a 1-D array."""
@@ -61,6 +67,10 @@ class _FlavorMath:
     log: Callable[[np.ndarray], np.ndarray]
     filter_dtype: type[np.floating]
     """dtype the triangular filters are rounded to before slaney normalization."""
+    mel_scale: Literal["slaney", "htk"] = "slaney"
+    """Slaney's scale with slaney (area) normalization, or HTK's scale without normalization (torchaudio's defaults)."""
+    fft_is_window: bool = False
+    """The FFT is as long as the window (`n_fft` is the window length), rather than the next power of two."""
 
 
 _FLAVORS: dict[str, _FlavorMath] = {
@@ -71,6 +81,16 @@ _FLAVORS: dict[str, _FlavorMath] = {
     "univnet": _FlavorMath(centered=False, power_floor=1e-9, mel_floor=1e-5, log=np.log, filter_dtype=np.float64),
     # meldataset.py: `sqrt(spec.pow(2).sum(-1) + 1e-9)`, `log(clamp(x, min=1e-5) * 1)`; librosa's filters are float32.
     "hifigan": _FlavorMath(centered=False, power_floor=1e-9, mel_floor=1e-5, log=np.log, filter_dtype=np.float32),
+    # torchaudio's MelSpectrogram(power=1): `spec.abs()`, htk filters, no norm; vocos' safe_log clips at 1e-7.
+    "vocos": _FlavorMath(
+        centered=True,
+        power_floor=0.0,
+        mel_floor=1e-7,
+        log=np.log,
+        filter_dtype=np.float64,
+        mel_scale="htk",
+        fft_is_window=True,
+    ),
 }
 _FLAVOR_NAMES = ", ".join(map(repr, _FLAVORS))
 
@@ -81,8 +101,9 @@ class MelSpectrogram:
 
     `n_fft` is the FFT length; `None` keeps each flavor's own choice: the next power of two at or above
     `win_length` for `speecht5` (what SpeechT5's extractor computes, `win_length` itself for the usual 1024),
-    `win_length` for `univnet` and `hifigan`. The original HiFi-GAN V1 front end is
-    `MelSpectrogram("hifigan", 22050, 80, 256, 1024, 0.0, 8000.0, n_fft=1024)`.
+    `win_length` for `univnet`, `hifigan` and `vocos` (which takes no other). The original HiFi-GAN V1 front end is
+    `MelSpectrogram("hifigan", 22050, 80, 256, 1024, 0.0, 8000.0, n_fft=1024)`, Vocos' mel-24khz one
+    `MelSpectrogram("vocos", 24000, 100, 256, 1024, 0.0, None)`.
 
     `__call__` gives `(1, frames, mel_bins)` float32, one frame every `hop_length` samples.
     """
@@ -105,6 +126,12 @@ class MelSpectrogram:
                 raise ValueError(f"mel {name} should be positive, not {getattr(self, name)}")
         if self.n_fft is not None and self.n_fft < self.win_length:
             raise ValueError(f"mel n_fft ({self.n_fft}) should be at least win_length ({self.win_length})")
+        if self._math.fft_is_window and self.n_fft not in (None, self.win_length):
+            # torchaudio's window would then be centred in a longer frame, with padding n_fft // 2, not
+            # win_length // 2: not what the framing below computes, and not a front end Vocos builds.
+            raise ValueError(
+                f"a {self.flavor} front end's n_fft is its win_length ({self.win_length}), not {self.n_fft}"
+            )
         if not self._math.centered and self.fft_length < self.hop_length:
             # The pad `(n_fft - hop) // 2` would be negative.
             raise ValueError(
@@ -122,7 +149,9 @@ class MelSpectrogram:
         if self.n_fft is not None:
             return self.n_fft
         # audio_utils.optimal_fft_length: 2 ** ceil(log2(window_length)).
-        return 1 << (self.win_length - 1).bit_length() if self._math.centered else self.win_length
+        if self._math.centered and not self._math.fft_is_window:
+            return 1 << (self.win_length - 1).bit_length()
+        return self.win_length
 
     @property
     def max_frequency(self) -> float:
@@ -270,6 +299,8 @@ class MelSpectrogram:
 
     @cached_property
     def _filters(self) -> np.ndarray:
+        if self._math.mel_scale == "htk":
+            return htk_mel_filters(self.fft_length, self.mel_bins, self.fmin, self.max_frequency, self.sample_rate)
         return slaney_mel_filters(
             self.fft_length,
             self.mel_bins,
@@ -298,12 +329,29 @@ def slaney_mel_filters(
     """
     edges = _slaney_mel_to_hertz(np.linspace(_hertz_to_slaney_mel(fmin), _hertz_to_slaney_mel(fmax), mel_bins + 2))
     bins = np.linspace(0, sample_rate / 2, n_fft // 2 + 1)
-    # audio_utils._create_triangular_filter_bank: each filter is the lower of its rising and falling edges.
-    widths = np.diff(edges)
-    slopes = edges[np.newaxis, :] - bins[:, np.newaxis]
-    triangles = np.maximum(0.0, np.minimum(-slopes[:, :-2] / widths[:-1], slopes[:, 2:] / widths[1:])).astype(dtype)
+    triangles = _triangles(edges, bins).astype(dtype)
     # Slaney normalization: each filter scaled by 2 / (its width in Hz), for about constant energy per filter.
     return (triangles * (2.0 / (edges[2:] - edges[:-2]))).astype(dtype)
+
+
+def htk_mel_filters(n_fft: int, mel_bins: int, fmin: float, fmax: float, sample_rate: int) -> np.ndarray:
+    """`(n_fft // 2 + 1, mel_bins)` triangular filters on the HTK mel scale, unnormalized, in float64.
+
+    torchaudio's `melscale_fbanks(n_fft // 2 + 1, fmin, fmax, mel_bins, sample_rate)` (its defaults `norm=None`,
+    `mel_scale="htk"`), which computes the same formula in float32: mel `2595 log10(1 + f / 700)`, `mel_bins + 2`
+    edges evenly spaced in mels, FFT bins at `linspace(0, sample_rate // 2, n_fft // 2 + 1)`.
+    """
+    mels = np.linspace(2595.0 * np.log10(1.0 + fmin / 700.0), 2595.0 * np.log10(1.0 + fmax / 700.0), mel_bins + 2)
+    edges = 700.0 * (10.0 ** (mels / 2595.0) - 1.0)
+    return _triangles(edges, np.linspace(0, sample_rate // 2, n_fft // 2 + 1))
+
+
+def _triangles(edges: np.ndarray, bins: np.ndarray) -> np.ndarray:
+    """`(bins, len(edges) - 2)` triangular filters, each the lower of its rising and falling edges, at least 0
+    (transformers' `_create_triangular_filter_bank`, torchaudio's `_create_triangular_filterbank`)."""
+    widths = np.diff(edges)
+    slopes = edges[np.newaxis, :] - bins[:, np.newaxis]
+    return np.maximum(0.0, np.minimum(-slopes[:, :-2] / widths[:-1], slopes[:, 2:] / widths[1:]))
 
 
 # The slaney mel scale (Slaney's Auditory Toolbox), with audio_utils.hertz_to_mel / mel_to_hertz's constants and

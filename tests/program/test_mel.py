@@ -1,4 +1,5 @@
-"""The model-free mel front ends: transformers' extractors and HiFi-GAN's formula, frame for frame, by blocks."""
+"""The model-free mel front ends: transformers' extractors, HiFi-GAN's formula and torchaudio's MelSpectrogram (Vocos),
+frame for frame, by blocks."""
 
 from __future__ import annotations
 
@@ -9,10 +10,11 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
+import torchaudio
 from transformers import SpeechT5FeatureExtractor, UnivNetFeatureExtractor
 from transformers.audio_utils import mel_filter_bank
 
-from audiodeploy.program.mel import MelSpectrogram, slaney_mel_filters
+from audiodeploy.program.mel import MelSpectrogram, htk_mel_filters, slaney_mel_filters
 
 # Log values. transformers keeps its spectrum as complex64 between a float64 FFT and float64 filters, we keep
 # float64 throughout: the measured difference is a few float32 ulps (2.4e-7 speecht5, 4.8e-7 univnet).
@@ -26,6 +28,12 @@ UNIVNET = MelSpectrogram("univnet", 24_000, 100, 256, 1024, 0.0, None)
 # The original HiFi-GAN V1 front end (config_v1.json), and one with a window shorter than its FFT.
 HIFIGAN_V1 = MelSpectrogram("hifigan", 22_050, 80, 256, 1024, 0.0, 8000.0, n_fft=1024)
 HIFIGAN_SHORT_WINDOW = MelSpectrogram("hifigan", 22_050, 80, 200, 800, 0.0, 8000.0, n_fft=1024)
+# Vocos mel-24khz (charactr/vocos-mel-24khz config.yaml, recipes/vocos.py).
+VOCOS = MelSpectrogram("vocos", 24_000, 100, 256, 1024, 0.0, None)
+# torchaudio's MelSpectrogram built and run in float64 computes our formula: float32 ulps of the log (measured
+# 2.4e-7). As Vocos runs it, in float32, its FFT and its float32 filter edges add rounding (measured: 3.2e-5 at
+# most, 1.4e-6 median, over 2 s of speech-like audio).
+TORCHAUDIO_FLOAT64_ATOL = 1e-6
 
 
 def speech_like(samples: int, sample_rate: int, seed: int = 0) -> np.ndarray:
@@ -88,6 +96,27 @@ def hifigan_reference(mel: MelSpectrogram, audio: np.ndarray, dtype: torch.dtype
     return torch.log(torch.clamp(mel_spectrum, min=1e-5))[0].T.to(torch.float32).numpy()
 
 
+def vocos_reference(mel: MelSpectrogram, audio: np.ndarray, dtype: torch.dtype) -> np.ndarray:
+    """vocos `MelSpectrogramFeatures(padding="center")`: torchaudio's MelSpectrogram, then `safe_log`. Built under
+    `dtype` as the default dtype, so that its filter bank and window are computed in it, not only cast to it."""
+    default = torch.get_default_dtype()
+    torch.set_default_dtype(dtype)
+    try:
+        transform = torchaudio.transforms.MelSpectrogram(
+            sample_rate=mel.sample_rate,
+            n_fft=mel.fft_length,
+            hop_length=mel.hop_length,
+            n_mels=mel.mel_bins,
+            center=True,
+            power=1,
+        )
+    finally:
+        torch.set_default_dtype(default)
+    assert transform.mel_scale.fb.dtype == dtype
+    features = torch.log(torch.clip(transform(torch.from_numpy(audio).to(dtype)), min=1e-7))
+    return features.T.to(torch.float32).numpy()
+
+
 def ours(mel: MelSpectrogram, audio: np.ndarray) -> np.ndarray:
     features = mel(audio)
     assert features.dtype == torch.float32 and features.shape == (1, mel.frame_count(audio.size), mel.mel_bins)
@@ -139,6 +168,39 @@ def test_hifigan_fp32_published_formula_is_within_float32_stft_error():
     assert difference.max() < 1e-4 and np.median(difference) < 1e-6
 
 
+@pytest.mark.parametrize("samples", [513, 1000, 24_000, 50_001])
+def test_vocos_fp64_matches_torchaudio_mel_spectrogram(samples: int):
+    audio = speech_like(samples, VOCOS.sample_rate, seed=samples)
+    expected = vocos_reference(VOCOS, audio, torch.float64)
+    actual = ours(VOCOS, audio)
+    assert actual.shape == expected.shape == (1 + samples // 256, 100)
+    np.testing.assert_allclose(actual, expected, atol=TORCHAUDIO_FLOAT64_ATOL, rtol=0)
+
+
+def test_vocos_fp32_torchaudio_is_within_float32_stft_error():
+    audio = speech_like(48_000, VOCOS.sample_rate)
+    difference = np.abs(ours(VOCOS, audio) - vocos_reference(VOCOS, audio, torch.float32))
+    assert difference.max() < 1e-4 and np.median(difference) < 3e-6
+
+
+def test_vocos_front_end_takes_no_fft_longer_than_its_window():
+    assert VOCOS.fft_length == 1024 and VOCOS.padding == 512
+    # A window that is not a power of two: the FFT stays as long (torchaudio's n_fft is the window).
+    assert MelSpectrogram("vocos", 24_000, 100, 300, 1200, 0.0, None).fft_length == 1200
+    with pytest.raises(ValueError, match=r"n_fft is its win_length \(1024\), not 2048"):
+        MelSpectrogram("vocos", 24_000, 100, 256, 1024, 0.0, None, n_fft=2048)
+
+
+def test_htk_filters_equal_torchaudio_melscale_fbanks():
+    default = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)
+    try:
+        expected = torchaudio.functional.melscale_fbanks(513, 0.0, 12_000.0, 100, 24_000).numpy()
+    finally:
+        torch.set_default_dtype(default)
+    np.testing.assert_allclose(htk_mel_filters(1024, 100, 0.0, 12_000.0, 24_000), expected, atol=1e-12, rtol=0)
+
+
 @pytest.mark.parametrize("dtype", [np.float64, np.float32], ids=["transformers", "librosa"])
 def test_slaney_filters_equal_transformers_mel_filter_bank(dtype: type[np.floating]):
     actual = slaney_mel_filters(1024, 80, 0.0, 8000.0, 22_050, dtype=dtype)
@@ -164,7 +226,9 @@ class RecordingReader:
         return sum(stop - start for start, stop in self.requests)
 
 
-@pytest.mark.parametrize("mel", [SPEECHT5, UNIVNET, HIFIGAN_SHORT_WINDOW], ids=["speecht5", "univnet", "hifigan"])
+@pytest.mark.parametrize(
+    "mel", [SPEECHT5, UNIVNET, HIFIGAN_SHORT_WINDOW, VOCOS], ids=["speecht5", "univnet", "hifigan", "vocos"]
+)
 def test_blocks_anywhere_equal_slices_of_the_whole(mel: MelSpectrogram):
     audio = speech_like(30_001, mel.sample_rate)
     whole = ours(mel, audio)
@@ -182,7 +246,9 @@ def test_blocks_anywhere_equal_slices_of_the_whole(mel: MelSpectrogram):
     np.testing.assert_array_equal(np.concatenate(blocks), whole)
 
 
-@pytest.mark.parametrize("mel", [SPEECHT5, UNIVNET, HIFIGAN_SHORT_WINDOW], ids=["speecht5", "univnet", "hifigan"])
+@pytest.mark.parametrize(
+    "mel", [SPEECHT5, UNIVNET, HIFIGAN_SHORT_WINDOW, VOCOS], ids=["speecht5", "univnet", "hifigan", "vocos"]
+)
 def test_a_middle_block_reads_only_its_windows(mel: MelSpectrogram):
     audio = speech_like(60_000, mel.sample_rate)
     reader = RecordingReader(audio)
@@ -199,7 +265,7 @@ def test_a_first_block_reads_the_samples_its_padding_reflects():
     assert reader.requests == [(0, SPEECHT5.padding + 1)]
 
 
-@pytest.mark.parametrize("mel", [SPEECHT5, UNIVNET, HIFIGAN_V1], ids=["speecht5", "univnet", "hifigan"])
+@pytest.mark.parametrize("mel", [SPEECHT5, UNIVNET, HIFIGAN_V1, VOCOS], ids=["speecht5", "univnet", "hifigan", "vocos"])
 def test_audio_shorter_than_one_frame_is_refused(mel: MelSpectrogram):
     assert mel.frame_count(mel.min_samples) >= 1
     with pytest.raises(ValueError, match=rf"too short .* at least {mel.min_samples} "):
@@ -213,7 +279,7 @@ def test_blocks_outside_the_frames_are_refused():
         SPEECHT5.frames(RecordingReader(np.zeros(16_000, dtype=np.float32)), 16_000, 60, 64)
 
 
-@pytest.mark.parametrize("mel", [SPEECHT5, UNIVNET, HIFIGAN_V1], ids=["speecht5", "univnet", "hifigan"])
+@pytest.mark.parametrize("mel", [SPEECHT5, UNIVNET, HIFIGAN_V1, VOCOS], ids=["speecht5", "univnet", "hifigan", "vocos"])
 def test_front_end_round_trips_through_a_dictionary(mel: MelSpectrogram):
     assert MelSpectrogram.from_dict(mel.to_dict()) == mel
 

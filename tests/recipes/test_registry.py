@@ -30,7 +30,7 @@ from audiodeploy.recipes import (
 )
 from tests.recipes.helpers import assert_exports_like_eager, assert_one_line
 
-BUILT_IN = ("hifigan", "hubert", "speecht5-hifigan", "univnet", "wav2vec2", "wavlm")
+BUILT_IN = ("bigvgan", "hifigan", "hubert", "speecht5-hifigan", "univnet", "vocos", "wav2vec2", "wavlm")
 
 
 def test_available_lists_the_built_in_recipes_sorted():
@@ -38,10 +38,10 @@ def test_available_lists_the_built_in_recipes_sorted():
 
 
 def test_family_modules_are_importable_as_audiodeploy_recipes():
-    from audiodeploy.recipes import hifigan, hifigan_original, hubert, univnet, wav2vec2, wavlm
+    from audiodeploy.recipes import bigvgan, hifigan, hifigan_original, hubert, univnet, vocos, wav2vec2, wavlm
 
-    modules = (wav2vec2, hubert, wavlm, hifigan, hifigan_original, univnet)
-    names = ("wav2vec2", "hubert", "wavlm", "hifigan", "hifigan_original", "univnet")
+    modules = (wav2vec2, hubert, wavlm, hifigan, hifigan_original, univnet, bigvgan, vocos)
+    names = ("wav2vec2", "hubert", "wavlm", "hifigan", "hifigan_original", "univnet", "bigvgan", "vocos")
     assert [module.__name__ for module in modules] == [f"audiodeploy.recipes.{name}" for name in names]
 
 
@@ -63,6 +63,16 @@ def test_get_returns_the_declared_recipe():
         ("hifigan", ("v1", "v2", "v3"), ("original",)),
         ("speecht5-hifigan", ("v1", "spectral-norm"), ("transformers",)),
         ("univnet", ("c32",), ("transformers",)),
+        (
+            "bigvgan",
+            (
+                "v2-22khz-80band-256x", "v2-22khz-80band-fmax8k-256x", "v2-24khz-100band-256x",
+                "v2-44khz-128band-256x", "v2-44khz-128band-512x", "22khz-80band", "24khz-100band",
+                "base-22khz-80band", "base-24khz-100band",
+            ),
+            ("original",),
+        ),  # fmt: skip
+        ("vocos", ("mel-24khz",), ("original",)),
     ],
 )
 def test_listed_variants_and_sources(name, variants, sources):

@@ -11,24 +11,36 @@ from torch.export import ExportedProgram
 from audiodeploy.lowering.passes.attention_heads_as_batch import AttentionHeadsAsBatchPass
 from audiodeploy.lowering.passes.conv_tail_slice_as_padding import ConvTailSliceAsPaddingPass
 from audiodeploy.lowering.passes.decompose_normalization import DecomposeNormalizationPass
+from audiodeploy.lowering.passes.depthwise_transposed_conv_as_phases import DepthwiseTransposedConvAsPhasesPass
+from audiodeploy.lowering.passes.inverse_stft_as_convolution import InverseStftAsConvolutionPass
 from audiodeploy.lowering.passes.length_only_values_as_constants import LengthOnlyValuesAsConstantsPass
+from audiodeploy.lowering.passes.location_variable_conv_as_bmm import LocationVariableConvAsBmmPass
+from audiodeploy.lowering.passes.parameter_only_values_as_constants import ParameterOnlyValuesAsConstantsPass
+from audiodeploy.lowering.passes.replicate_padding_as_concat import ReplicatePaddingAsConcatPass
 from audiodeploy.lowering.passes.sum_and_mean_as_xnnpack_reductions import SumAndMeanAsXnnpackReductionsPass
 from audiodeploy.lowering.passes.split_as_linears import SplitAsLinearsPass
 from audiodeploy.lowering.passes.squeeze_unsqueeze_pairs import SqueezeUnsqueezePairsPass
 from audiodeploy.lowering.passes.static_reshape import StaticReshapePass
 from audiodeploy.lowering.passes.strided_conv_as_gemm import StridedConvAsGemmPass
+from audiodeploy.lowering.passes.transposed_conv_as_polyphase import TransposedConvAsPolyphasePass
 from audiodeploy.lowering.passes.sdpa_as_matmuls import SdpaAsMatmulsPass
 from audiodeploy.lowering.passes.unpack_split_of_cat import UnpackSplitOfCatPass
 
 XNNPACK_REWRITES = (
     LengthOnlyValuesAsConstantsPass,  # first: what it replaces may hold reshapes the others would rewrite
+    ParameterOnlyValuesAsConstantsPass,  # early: the rewrites below see its values as the constants they are
     UnpackSplitOfCatPass,  # a packed bias split across GEMMs is computed; its pieces are not
     SplitAsLinearsPass,  # after it: a packed bias is unpacked where the linears are separate already
+    LocationVariableConvAsBmmPass,  # emits convolutions (stride 1), permutes and reshapes the passes below tidy
+    TransposedConvAsPolyphasePass,  # emits a stride-1 convolution, pads and views already static: before the reshape passes
     StridedConvAsGemmPass,  # emits unsqueezes and squeezes
     DecomposeNormalizationPass,  # emits means, reshapes, unsqueezes and squeezes
     SdpaAsMatmulsPass,  # emits 4-D matmuls
     AttentionHeadsAsBatchPass,  # emits reshapes
     ConvTailSliceAsPaddingPass,
+    ReplicatePaddingAsConcatPass,  # emits reshapes and stride-1 convolutions
+    DepthwiseTransposedConvAsPhasesPass,  # emits unsqueezes and a reshape
+    InverseStftAsConvolutionPass,  # emits convolutions and a view already static: before the reshape passes
     SumAndMeanAsXnnpackReductionsPass,  # emits reshapes
     SqueezeUnsqueezePairsPass,  # after every rewrite that emits squeezes and unsqueezes
     StaticReshapePass,  # last: every reshape the others left or emitted

@@ -1,0 +1,170 @@
+"""Write a depthwise transposed convolution with stride ``s`` as ``s`` stride-1 depthwise convolutions, interleaved.
+
+XNNPACK runs a depthwise transposed convolution (``groups`` = channels, one
+channel per group: BigVGAN's 2x upsampling by a 12-tap low-pass in each of its
+109 anti-aliased activations) as a grouped deconvolution, one tiny GEMM per
+channel: on the machine of issue 13, about 40 times slower than a stride-1
+depthwise convolution doing the same multiplications (92 ms against 2.3 ms for
+48 channels of 11,136 samples). Output ``s t + r`` of a transposed
+convolution sums the taps ``w[s j + rho_r]`` times the inputs ``x[t + q_r - j]``
+(``rho_r``, ``q_r``: the remainder and quotient of ``r + padding`` by ``s``), a
+stride-1 convolution with every ``s``-th tap, reversed. Each phase ``r`` is
+such a depthwise convolution over the input zero-padded once by ``(P_L, P_R)``,
+its kernel set in a window of ``K'`` taps common to the phases (zeros elsewhere),
+and the phases are interleaved by a concatenation on a new last dimension::
+
+    before
+
+    x [N, C, T] ── conv_transpose1d(w [C, 1, K], b, stride s, padding p, groups C) ── y [N, C, s (T + e)]
+
+    after
+
+    x ── constant_pad_nd([P_L, P_R]) ─┬─ conv1d(w_0 [C, 1, K'], b, groups C) ── unsqueeze(-1) ─┐
+                                      ├─ ...                                                 ├─ cat(-1) ── view [N, C, -1]
+                                      └─ conv1d(w_s-1, b, groups C) ───────── unsqueeze(-1) ─┘  [N, C, T + e, s]
+
+Every output sums the products the transposed convolution sums (and zeros), so
+the result equals it to rounding. The taps are reordered on the constant weight,
+which is then dropped.
+
+The pass leaves a transposed convolution as it is, and does nothing on a program
+without one, unless it is a float32 1-D depthwise one (``groups`` equal to its
+input and output channels) with a constant weight only it reads, stride above one,
+dilation one, numeric padding,
+an output of ``s`` times a length (``K - s - 2 p + output_padding`` a multiple of
+``s``), and padding small enough that no phase needs its input cropped
+(``P_R >= 0``: a crop would be a slice of a dynamic length).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from torch.fx.passes.infra.pass_base import PassResult
+
+from audiodeploy.lowering.passes._graph import (
+    NodeRewritePass,
+    Skip,
+    add_constant,
+    argument,
+    constant_sources,
+    drop_constant,
+    insert_op,
+    insert_reshape,
+    static_view_sizes,
+    value,
+)
+
+aten = torch.ops.aten
+
+
+@dataclass(frozen=True)
+class _Phases:
+    """Where each phase's taps go in the common window, and the padding the window needs."""
+
+    stride: int
+    kernel_size: int
+    taps: tuple[tuple[tuple[int, int], ...], ...]
+    """Per phase: (window position, transposed-convolution tap) pairs."""
+    window: int
+    pad_left: int
+    pad_right: int
+
+    @classmethod
+    def of(cls, kernel_size: int, stride: int, padding: int, output_padding: int) -> _Phases | Skip:
+        excess = kernel_size - stride - 2 * padding + output_padding
+        if excess % stride:
+            return Skip(f"its output is not {stride} times a length (K - s - 2p + output_padding = {excess})")
+        extra = excess // stride  # each phase is T + extra long
+        # Phase r reads x[t + q - j] through tap s j + rho, j = 0 .. J - 1.
+        reads = []
+        for phase in range(stride):
+            rho, q = (phase + padding) % stride, (phase + padding) // stride
+            reads.append([(q - j, stride * j + rho) for j in range(-(-(kernel_size - rho) // stride))])
+        offsets = [offset for phase in reads for offset, _ in phase]
+        pad_left = max(0, -min(offsets))
+        window = pad_left + max(offsets) + 1
+        pad_right = extra + window - 1 - pad_left
+        if pad_right < 0:
+            return Skip(f"a phase would need its input cropped by {-pad_right} (a slice of a dynamic length)")
+        taps = tuple(tuple((offset + pad_left, tap) for offset, tap in phase) for phase in reads)
+        return cls(stride, kernel_size, taps, window, pad_left, pad_right)
+
+    def kernels(self, weight: torch.Tensor) -> list[torch.Tensor]:
+        """Each phase's ``[C, 1, K']`` kernel from the transposed convolution's ``[C, 1, K]`` weight."""
+        kernels = []
+        for phase in self.taps:
+            kernel = weight.new_zeros(weight.shape[0], 1, self.window)
+            for position, tap in phase:
+                kernel[:, :, position] = weight[:, :, tap]
+            kernels.append(kernel)
+        return kernels
+
+
+class DepthwiseTransposedConvAsPhasesPass(NodeRewritePass):
+    targets = frozenset({aten.conv_transpose1d.default})
+
+    def __init__(self, exported_program: torch.export.ExportedProgram) -> None:
+        super().__init__(exported_program)
+        self._replaced_weights: list[torch.fx.Node] = []
+
+    def rewrite(self, node: torch.fx.Node) -> torch.fx.Node | Skip:
+        x, weight = node.args[:2]
+        bias = argument(node, 2, "bias")
+        stride = _single(argument(node, 3, "stride", 1))
+        padding = _single(argument(node, 4, "padding", 0))
+        output_padding = _single(argument(node, 5, "output_padding", 0))
+        groups = argument(node, 6, "groups", 1)
+        dilation = _single(argument(node, 7, "dilation", 1))
+        x_val, w_val, out_val = value(x), value(weight), value(node)
+        if x_val is None or w_val is None or out_val is None or x_val.dtype != torch.float32 or x_val.dim() != 3:
+            return Skip("not a float32 transposed convolution of a [N, C, T] tensor")
+        channels = x_val.shape[1]
+        if groups != channels or tuple(w_val.shape[:2]) != (channels, 1):
+            return Skip("not depthwise (one input and one output channel per group)")
+        if not all(isinstance(v, int) for v in (stride, padding, output_padding, dilation)):
+            return Skip("its stride, padding or dilation is not one number")
+        if stride < 2 or dilation != 1:
+            return Skip("stride one, or dilated")
+        phases = _Phases.of(int(w_val.shape[2]), stride, padding, output_padding)
+        if isinstance(phases, Skip):
+            return phases
+        sizes = static_view_sizes(out_val.shape)
+        if sizes is None:
+            return Skip("its output has more than one symbolic size")
+        kernels = self._phase_kernels(weight, phases)
+        if kernels is None:
+            return Skip("its weight is not a constant only it reads (a computed one would need its taps reordered)")
+        if phases.pad_left or phases.pad_right:
+            padding = [phases.pad_left, phases.pad_right]
+            x = insert_op(self.graph, aten.constant_pad_nd.default, (x, padding, 0.0), origin=node)
+        interleaved = []
+        for kernel in kernels:
+            phase = insert_op(self.graph, aten.conv1d.default, (x, kernel, bias, [1], [0], [1], groups), origin=node)
+            interleaved.append(insert_op(self.graph, aten.unsqueeze.default, (phase, -1), origin=node))
+        stacked = insert_op(self.graph, aten.cat.default, (interleaved, -1), origin=node)
+        return insert_reshape(self.graph, stacked, sizes, origin=node)
+
+    def _phase_kernels(self, weight: torch.fx.Node, phases: _Phases) -> list[torch.fx.Node] | None:
+        """A constant kernel per phase; None unless the weight is a constant only this convolution reads."""
+        ep = self.exported_program
+        sources = constant_sources(ep)
+        if weight not in sources or len(weight.users) != 1:
+            return None
+        self._replaced_weights.append(weight)
+        return [add_constant(ep, self.graph, f"{weight.name}_phase", k) for k in phases.kernels(sources[weight])]
+
+    def call(self, graph_module: torch.fx.GraphModule) -> PassResult:
+        result = super().call(graph_module)
+        for weight in self._replaced_weights:  # read by nothing now: its bytes would stay in the program
+            if not weight.users:
+                drop_constant(self.exported_program, weight)
+        if self._replaced_weights:
+            graph_module.recompile()
+        return result
+
+
+def _single(entry: object) -> object:
+    return entry[0] if isinstance(entry, (list, tuple)) and len(entry) == 1 else entry

@@ -1,0 +1,179 @@
+"""Write a strided 1-D transposed convolution as one stride-1 convolution and an interleave of its phases.
+
+XNNPACK runs ``conv_transpose1d`` as a deconvolution through its indirect GEMM;
+HiFi-GAN's upsampling layers (kernel ``2s``, stride ``s``, padding ``s / 2``)
+took 1.5 to 1.9 times eager PyTorch's time in a delegate (interleaved timing,
+2 cores). Output step ``t = m * s + r`` (phase ``r``) of a transposed convolution
+is a stride-1 convolution of the input around step ``m``, with the taps
+``W[:, :, r + p - o * s]`` at input offsets ``o``; with ``s`` dividing ``k``, every
+phase has ``k / s`` taps, and phases whose taps sit at the same offsets form a
+group. One grouped convolution computes every phase, each group reading the
+input padded for its offsets, and a reshape-transpose-reshape interleaves the
+phases, all with a symbolic length (no slice: XNNPACK 1.5.1 declines a slice of
+symbolic size)::
+
+    before
+
+    x [N, Ci, T] ── conv_transpose1d(W [Ci, Co, k], b, stride s, padding p, output_padding q) ── y [N, Co, L]
+
+    after (G groups of s / G phases; HiFi-GAN: G = 2, offsets -1..0 and 0..1)
+
+    x ─┬─ constant_pad_nd([l_0, r_0]) ─┐
+       ├─ ...                          ├─ cat(dim 1) ── conv1d(P [Co * s, Ci, k / s], b', groups G) ── [N, Co * s, L / s]
+       └─ constant_pad_nd([l_G-1, ...])┘
+           ── view [N, G, Co, s / G, -1] ── permute(0, 2, 4, 1, 3) ── view [N, Co, -1] ── y
+
+    P = index_select(W, 2, J).view(Ci, Co, G, s / G, k / s).permute(2, 1, 3, 0, 4).reshape(Co * s, Ci, k / s)
+    b' = b repeated per phase
+
+``P`` holds exactly the values of ``W`` (no zero taps), so a computed ``W``
+(``weight_norm``) gets the reorder as three more ops of its computation, which
+:mod:`fold_computed_gemm_weights` folds without growing the program; a constant
+``W`` read by nothing else is replaced by the reordered constant.
+
+The pass leaves a transposed convolution as it is, and does nothing on a program
+without one, unless it is a float32 ``conv_transpose1d`` with one group, dilation
+one, stride ``s > 1`` dividing the kernel, a static batch size, an output length
+``L`` that is a multiple of ``s`` and no shorter than ``s * T`` (no crop beyond
+padding), phase groups of equal size, a bias that is absent or a constant only it
+reads, a weight that is computed or a constant only it reads, and at least
+:data:`MIN_OUT_CHANNELS` output channels.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch.fx.passes.infra.pass_base import PassResult
+
+from audiodeploy.lowering.passes._graph import (
+    NodeRewritePass,
+    Skip,
+    add_constant,
+    argument,
+    constant_sources,
+    drop_constant,
+    insert_op,
+    insert_reshape,
+    is_static,
+    value,
+)
+
+aten = torch.ops.aten
+
+MIN_OUT_CHANNELS = 64
+"""Narrower layers stay deconvolutions: for 64->32, kernel 4, stride 2 on 11008 steps (HiFi-GAN's last
+upsampling) the interleave's transposes of the wide output cost more than the GEMM saves (1.3x slower)."""
+
+
+def _single(entry: object) -> object:
+    return entry[0] if isinstance(entry, (list, tuple)) and len(entry) == 1 else entry
+
+
+class TransposedConvAsPolyphasePass(NodeRewritePass):
+    targets = frozenset({aten.conv_transpose1d.default})
+
+    def rewrite(self, node: torch.fx.Node) -> torch.fx.Node | Skip:
+        x, weight = node.args[:2]
+        bias = argument(node, 2, "bias")
+        stride = _single(argument(node, 3, "stride", 1))
+        padding = _single(argument(node, 4, "padding", 0))
+        output_padding = _single(argument(node, 5, "output_padding", 0))
+        groups = argument(node, 6, "groups", 1)
+        dilation = _single(argument(node, 7, "dilation", 1))
+        x_val, w_val = value(x), value(weight)
+        if x_val is None or w_val is None or x_val.dtype != torch.float32 or w_val.dtype != torch.float32:
+            return Skip("not float32")
+        if not all(isinstance(v, int) for v in (stride, padding, output_padding)) or groups != 1 or dilation != 1:
+            return Skip(f"stride {stride}, padding {padding}, groups {groups}, dilation {dilation}: only dense, undilated")
+        in_channels, out_channels, kernel = (int(s) for s in w_val.shape)
+        if stride < 2 or kernel % stride:
+            return Skip(f"stride {stride} does not divide kernel {kernel} with stride above one")
+        if out_channels < MIN_OUT_CHANNELS:
+            return Skip(f"{out_channels} output channels, fewer than {MIN_OUT_CHANNELS}: the interleave costs more")
+        if not is_static(x_val.shape[0]):
+            return Skip("symbolic batch size: the interleave's views would have two inferred sizes")
+        extra, remainder = divmod(kernel - 2 * padding + output_padding - stride, stride)
+        if remainder or extra < 0:
+            return Skip("the output length is not a multiple of the stride at least stride times the input's")
+        windows = _phase_windows(stride, padding)
+        phases_per_group = stride // len(windows) if stride % len(windows) == 0 else 0
+        if any(len(phases) != phases_per_group for _, phases in windows):
+            return Skip(f"phase groups of unequal sizes {[len(p) for _, p in windows]}")
+        taps = kernel // stride
+        pads = [[taps - 1 - high, high + extra] for high, _ in windows]
+        if any(min(pad) < 0 for pad in pads):
+            return Skip("a phase reads beyond the padded input: its output would need a slice")
+        sources = constant_sources(self.exported_program)
+        if bias is not None and bias not in sources:
+            return Skip("a computed bias: only a constant bias is repeated per phase")
+        if any(operand in sources and len(operand.users) > 1 for operand in (weight, bias)):
+            return Skip("its weight or bias is also read elsewhere: reordering it would store it twice")
+
+        # P's taps run from the lowest offset, high - taps + 1, to the highest.
+        index = [r + padding - (high - taps + 1 + t) * stride for high, phases in windows for r in phases for t in range(taps)]
+        order = dict(groups=len(windows), phases=phases_per_group, taps=taps)
+        poly_weight = self._polyphase_weight(node, weight, sources, torch.tensor(index), **order)
+        poly_bias = None
+        if bias is not None:
+            data = sources[bias].view(1, out_channels, 1).expand(len(windows), out_channels, phases_per_group)
+            poly_bias = add_constant(self.exported_program, self.graph, f"{bias.name}_phases", data.reshape(-1))
+
+        padded = [insert_op(self.graph, aten.constant_pad_nd.default, (x, pad, 0.0), origin=node) for pad in pads]
+        grouped = padded[0] if len(padded) == 1 else insert_op(self.graph, aten.cat.default, (padded, 1), origin=node)
+        args = (grouped, poly_weight, poly_bias, [1], [0], [1], len(windows))
+        phases = insert_op(self.graph, aten.conv1d.default, args, origin=node)
+        batch = int(x_val.shape[0])
+        split = insert_reshape(self.graph, phases, [batch, len(windows), out_channels, phases_per_group, -1], origin=node)
+        moved = insert_op(self.graph, aten.permute.default, (split, [0, 2, 4, 1, 3]), origin=node)
+        y = insert_reshape(self.graph, moved, [batch, out_channels, -1], origin=node)
+        # The transposed convolution was their only reader: dropped once it is replaced.
+        self._replaced_constants.extend(operand for operand in (weight, bias) if operand in sources)
+        return y
+
+    def call(self, graph_module: torch.fx.GraphModule) -> PassResult:
+        self._replaced_constants: list[torch.fx.Node] = []
+        result = super().call(graph_module)
+        for constant in self._replaced_constants:
+            drop_constant(self.exported_program, constant)
+        return result
+
+    def _polyphase_weight(
+        self,
+        node: torch.fx.Node,
+        weight: torch.fx.Node,
+        sources: dict[torch.fx.Node, torch.Tensor],
+        index: torch.Tensor,
+        *,
+        groups: int,
+        phases: int,
+        taps: int,
+    ) -> torch.fx.Node:
+        """``P [Co * s, Ci, k / s]``: a constant for a constant ``W``, else ops on the computed ``W``."""
+        in_channels, out_channels = (int(s) for s in value(weight).shape[:2])
+        split = [in_channels, out_channels, groups, phases, taps]
+        order = [2, 1, 3, 0, 4]
+        final = [out_channels * groups * phases, in_channels, taps]
+        if weight in sources:
+            data = sources[weight].index_select(2, index).view(split).permute(order).reshape(final)
+            return add_constant(self.exported_program, self.graph, f"{weight.name}_polyphase", data)
+        index_node = add_constant(self.exported_program, self.graph, f"{node.name}_taps", index)
+        selected = insert_op(self.graph, aten.index_select.default, (weight, 2, index_node), origin=node)
+        viewed = insert_op(self.graph, aten.view.default, (selected, split), origin=node)
+        permuted = insert_op(self.graph, aten.permute.default, (viewed, order), origin=node)
+        return insert_op(self.graph, aten.reshape.default, (permuted, final), origin=node)
+
+
+def _phase_windows(stride: int, padding: int) -> list[tuple[int, list[int]]]:
+    """The phases grouped by their highest input offset, in phase order: ``[(offset, [phase, ...]), ...]``.
+
+    Phase ``r`` reads offsets ``o`` with ``0 <= r + p - o * s < k``; the highest is ``(r + p) // s``,
+    the lowest ``k / s - 1`` below it.
+    """
+    windows: list[tuple[int, list[int]]] = []
+    for phase in range(stride):
+        high = (phase + padding) // stride
+        if windows and windows[-1][0] == high:
+            windows[-1][1].append(phase)
+        else:
+            windows.append((high, [phase]))
+    return windows

@@ -1,0 +1,87 @@
+"""Strided transposed 1-D convolutions as one grouped stride-1 convolution and a phase interleave.
+
+Every lowering test runs the .pte with ExecuTorch's runtime and compares with eager
+PyTorch at two lengths of the exported range.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import pytest
+import torch
+from torch.export import Dim
+
+from audiodeploy.lowering.passes.transposed_conv_as_polyphase import TransposedConvAsPolyphasePass
+from tests.pipeline import export_aten, lower_and_compare
+
+aten = torch.ops.aten
+
+FRAMES = Dim("frames", min=8, max=400)
+
+
+class Upsampler(torch.nn.Module):
+    """HiFi-GAN's upsampling in small: kernel 2s, stride s, padding s / 2, a residual conv between."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.up1 = torch.nn.ConvTranspose1d(96, 64, 16, 8, padding=4)
+        self.conv = torch.nn.Conv1d(64, 64, 3, padding=1)
+        self.up2 = torch.nn.ConvTranspose1d(64, 64, 4, 2, padding=1)
+        self.up3 = torch.nn.ConvTranspose1d(64, 64, 5, 5, output_padding=0)  # one phase group, no padding
+
+    def forward(self, x):
+        x = self.up1(torch.nn.functional.leaky_relu(x, 0.1))
+        x = x + self.conv(torch.nn.functional.leaky_relu(x, 0.1))
+        return self.up3(self.up2(x))
+
+
+def inputs() -> list[tuple[torch.Tensor]]:
+    return [(torch.randn(1, 96, n),) for n in (8, 37)]
+
+
+def transposed_convolutions(ep) -> int:
+    return sum(node.target == aten.conv_transpose1d.default for node in ep.graph.nodes)
+
+
+def test_fp32_upsampler_is_polyphase_convolutions_in_one_delegate():
+    torch.manual_seed(0)
+    first, *others = inputs()
+    report = lower_and_compare(Upsampler().eval(), first, dynamic_shapes=({2: FRAMES},), also_run=others)
+    assert (report.delegates, report.ops_outside_delegates) == (1, {})
+    assert "TransposedConvAsPolyphasePass" in report.rewrites
+
+
+def test_fp32_weight_norm_transposed_conv_is_reordered_then_folded():
+    torch.manual_seed(0)
+    module = Upsampler().eval()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FutureWarning)
+        torch.nn.utils.weight_norm(module.up1)  # legacy, as HiFi-GAN's checkpoints hold it
+    first, *others = inputs()
+    report = lower_and_compare(module, first, dynamic_shapes=({2: FRAMES},), also_run=others)
+    assert (report.delegates, report.ops_outside_delegates) == (1, {})
+    assert len(report.folds) == 1
+
+
+def test_rewritten_program_keeps_no_transposed_convolution():
+    ep = export_aten(Upsampler().eval(), inputs()[0], dynamic_shapes=({2: FRAMES},))
+    assert transposed_convolutions(ep) == 3
+    assert TransposedConvAsPolyphasePass(ep)(ep.graph_module).modified
+    assert transposed_convolutions(ep) == 0
+
+
+@pytest.mark.parametrize(
+    "layer",
+    [
+        torch.nn.ConvTranspose1d(64, 32, 4, 2, padding=1),  # too narrow: the interleave costs more
+        torch.nn.ConvTranspose1d(64, 64, 3, 2, padding=1),  # the stride does not divide the kernel
+        torch.nn.ConvTranspose1d(64, 64, 8, 4, padding=1),  # phase groups of sizes 3 and 1
+        torch.nn.ConvTranspose1d(64, 64, 4, 2, padding=3),  # crops beyond the padding
+        torch.nn.ConvTranspose1d(64, 64, 4, 2, padding=1, groups=2),
+    ],
+    ids=["narrow", "kernel-not-multiple", "unequal-groups", "crop", "grouped"],
+)
+def test_does_nothing_on_transposed_convolutions_it_cannot_write_as_phases(layer):
+    ep = export_aten(layer.eval(), (torch.randn(1, 64, 20),))
+    assert not TransposedConvAsPolyphasePass(ep)(ep.graph_module).modified
