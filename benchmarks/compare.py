@@ -54,7 +54,6 @@ CASES: dict[str, list[str]] = {
 STOCK_AND_EAGER = ["--compare", "stock,eager", "--runs", "5", "--warmup", "1", *FEW_STOCK_RUNS]
 for _name, _recipe, _variant in (
     ("speecht5-hifigan-spectral-norm-1s", "speecht5-hifigan", "spectral-norm"),
-    ("univnet-c32-1s", "univnet", "c32"),
     ("wav2vec2-large-lv60-1s", "wav2vec2", "large-lv60"),
     ("wavlm-large-1s", "wavlm", "large"),
 ):
