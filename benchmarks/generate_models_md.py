@@ -73,7 +73,7 @@ def _what(result: dict) -> str:
 
 
 def _input(case: dict, target: dict) -> str:
-    audio = f"{case['audio_seconds']:g} s" if case["audio_seconds"] else f"shape {tuple(case['input_shape'])}"
+    audio = f"{case['audio_seconds']:.3g} s" if case["audio_seconds"] else f"shape {tuple(case['input_shape'])}"
     if target.get("input_kind") == "mel":
         return f"{audio} of audio ({case['input_length']} mel frames)"
     return audio

@@ -144,13 +144,16 @@ def test_fp32_weight_norm_conv1d_pte_is_smaller_with_fold():
 
 
 class SourceUsedElsewhere(torch.nn.Module):
+    """``scale`` also scales the input itself. A use computed from parameters alone would not count: that
+    value becomes a constant first (ParameterOnlyValuesAsConstantsPass), and the fold is then valid."""
+
     def __init__(self) -> None:
         super().__init__()
         self.direction = torch.nn.Parameter(torch.randn(8, 8))
-        self.scale = torch.nn.Parameter(torch.rand(8, 1) + 0.5)
+        self.scale = torch.nn.Parameter(torch.rand(8) + 0.5)
 
     def forward(self, x):
-        return F.linear(x, self.direction * self.scale) + self.scale.sum()
+        return F.linear(x * self.scale, self.direction * self.scale)
 
 
 class MutatedBuffer(torch.nn.Module):
