@@ -27,6 +27,42 @@ def load_payload(path: Path) -> object:
         raise WeightsError(f"cannot read {path} as a PyTorch checkpoint: {first_line(error)}") from None
 
 
+def read_generator_state(
+    path: Path,
+    *,
+    family: str,
+    wanted: str,
+    discriminators: tuple[str, ...],
+    discriminator_contents: str,
+    discriminator_remedy: str,
+) -> dict[str, torch.Tensor]:
+    """The generator state dict of a HiFi-GAN-style checkpoint file (`{"generator": ...}`, or a bare state dict).
+
+    `family` names the format ("HiFi-GAN", "BigVGAN") and `wanted` what to pass instead of a file without a
+    generator. A payload with any of the `discriminators` keys is the training's discriminator checkpoint:
+    refused as holding `discriminator_contents`, with `discriminator_remedy`.
+    """
+    import torch
+
+    payload = load_payload(path)
+    if not isinstance(payload, Mapping):
+        raise WeightsError(f"{path} holds a {type(payload).__name__}, not a {family} checkpoint dictionary")
+    if "generator" in payload:
+        state = payload["generator"]
+    elif any(key in payload for key in discriminators):
+        raise WeightsError(
+            f"{path} is a discriminator checkpoint ({discriminator_contents}), not a generator: {discriminator_remedy}"
+        )
+    elif any(str(key).startswith("conv_pre.") for key in payload):
+        state = payload  # a bare generator state dict
+    else:
+        keys = ", ".join(map(str, list(payload)[:4]))
+        raise WeightsError(f"{path} holds no 'generator' state dict (its keys: {keys}): pass {wanted}")
+    if not isinstance(state, Mapping) or not all(isinstance(v, torch.Tensor) for v in state.values()):
+        raise WeightsError(f"the 'generator' entry of {path} is not a state dict of tensors")
+    return dict(state)
+
+
 def check_fits(
     state: Mapping[str, torch.Tensor],
     expected: Mapping[str, torch.Tensor],

@@ -16,6 +16,7 @@ import urllib.parse
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
+from ._checkpoints import first_line
 from .errors import WeightsError, WeightsMismatchError
 
 if TYPE_CHECKING:
@@ -119,10 +120,10 @@ def read_config(weights: str) -> dict[str, object]:
     except OSError as error:
         raise WeightsError(
             f"cannot read weights '{weights}': not a local directory, and the Hugging Face Hub did not serve it "
-            f"({_first_line(error)}); download it where the hub is reachable and pass the directory"
+            f"({first_line(error)}); download it where the hub is reachable and pass the directory"
         ) from None
     except (ValueError, json.JSONDecodeError) as error:
-        raise WeightsError(f"cannot read the config.json of '{weights}': {_first_line(error)}") from None
+        raise WeightsError(f"cannot read the config.json of '{weights}': {first_line(error)}") from None
     return config
 
 
@@ -162,10 +163,10 @@ def load_pretrained(
             ),
         )
     except OSError as error:
-        raise WeightsError(f"cannot load weights '{weights}': {_first_line(error)}") from None
+        raise WeightsError(f"cannot load weights '{weights}': {first_line(error)}") from None
     except (RuntimeError, ValueError) as error:
         raise WeightsError(
-            f"weights '{weights}' do not fit transformers {model_class.__name__}: {_first_line(error)}"
+            f"weights '{weights}' do not fit transformers {model_class.__name__}: {first_line(error)}"
         ) from None
     return model.eval(), sorted(loading_info.get("missing_keys", []))
 
@@ -192,8 +193,3 @@ def optional_file(weights: str, filename: str) -> str | None:
         return cached_file(location, filename)
     except OSError:
         return None
-
-
-def _first_line(error: BaseException) -> str:
-    text = str(error).strip()
-    return text.splitlines()[0] if text else type(error).__name__

@@ -48,15 +48,15 @@ from __future__ import annotations
 
 import json
 import math
-import pickle
-from collections.abc import Mapping
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
 from ._vocoder import audible_synthetic_init
 from .errors import WeightsError, WeightsMismatchError
-from .hifigan_original import OriginalHifiGanArchitecture, _check_fits, _config_value, _first_line
+from ._checkpoints import first_line
+from ._checkpoints import read_generator_state as shared_read_generator_state
+from .hifigan_original import OriginalHifiGanArchitecture, _config_value, load_generator
 from .registry import Recipe, register
 from .spec import WAVEFORM_OUTPUT, BuildRequest, BuiltModel, LengthRange, Variant, mel_input, synthetic_provenance
 
@@ -370,30 +370,7 @@ def load_checkpoint(
     weights: str, variant: Variant[BigVGANArchitecture]
 ) -> tuple[BigVGANArchitecture, BigVGANGenerator, str, tuple[str, ...]]:
     """The architecture, the loaded eval-mode generator, the provenance and the build notes of `weights`."""
-    checkpoint, config_path = locate_checkpoint(weights)
-    if config_path is None:
-        architecture, built_from = variant.architecture, f"variant '{variant.name}'"
-    else:
-        architecture, built_from = read_config(config_path, variant.architecture), str(config_path)
-    state = read_generator_state(checkpoint)
-    weight_normed = "conv_pre.weight_g" in state
-    generator = architecture.generator()
-    if weight_normed:
-        generator.apply_weight_norm()
-    _check_fits(state, generator.state_dict(), checkpoint, built_from, architecture)
-    generator.load_state_dict(state)
-    notes = []
-    if architecture != variant.architecture:
-        notes.append(f"architecture from {config_path} ({architecture.summary()}), not variant '{variant.name}'")
-    if weight_normed:
-        notes.append("every convolution computes its weight from weight_g and weight_v (legacy weight_norm)")
-    else:
-        notes.append(
-            "the checkpoint holds plain convolution weights (saved after remove_weight_norm()): "
-            "weight norm is not applied"
-        )
-    provenance = f"loaded from {checkpoint} (BigVGAN generator, configuration of {built_from})"
-    return architecture, generator.eval(), provenance, tuple(notes)
+    return load_generator(weights, variant, locate_checkpoint, read_config, read_generator_state, "BigVGAN generator")
 
 
 def locate_checkpoint(weights: str) -> tuple[Path, Path | None]:
@@ -430,7 +407,7 @@ def read_config(path: Path, base: BigVGANArchitecture) -> BigVGANArchitecture:
     try:
         config = json.loads(path.read_text())
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
-        raise WeightsError(f"cannot read {path}: {_first_line(error)}") from None
+        raise WeightsError(f"cannot read {path}: {first_line(error)}") from None
     if not isinstance(config, dict):
         raise WeightsError(f"{path} is not a BigVGAN config: it holds no JSON object")
     # The original reads these two with `h.get(name, True)`: v1 configs lack them.
@@ -464,30 +441,14 @@ def _bigvgan_config_value(name: str, value: object) -> object:
 
 def read_generator_state(path: Path) -> dict[str, torch.Tensor]:
     """The generator state dict of the checkpoint file at `path` (`{"generator": ...}`, or a bare state dict)."""
-    import torch
-
-    try:
-        payload = torch.load(path, map_location="cpu", weights_only=True)
-    except (OSError, RuntimeError, EOFError, ValueError, pickle.UnpicklingError) as error:
-        raise WeightsError(f"cannot read {path} as a PyTorch checkpoint: {_first_line(error)}") from None
-    if not isinstance(payload, Mapping):
-        raise WeightsError(f"{path} holds a {type(payload).__name__}, not a BigVGAN checkpoint dictionary")
-    if "generator" in payload:
-        state = payload["generator"]
-    elif "mpd" in payload or "mrd" in payload:
-        raise WeightsError(
-            f"{path} is a discriminator checkpoint (mpd, mrd and optimizer state), not a generator: "
-            f"pass {HUB_CHECKPOINT} or the g_* checkpoint of the same step"
-        )
-    elif any(str(key).startswith("conv_pre.") for key in payload):
-        state = payload  # a bare generator state dict
-    else:
-        keys = ", ".join(map(str, list(payload)[:4]))
-        raise WeightsError(
-            f"{path} holds no 'generator' state dict (its keys: {keys}): pass a BigVGAN generator checkpoint"
-        )
-    if not isinstance(state, Mapping) or not all(isinstance(v, torch.Tensor) for v in state.values()):
-        raise WeightsError(f"the 'generator' entry of {path} is not a state dict of tensors")
+    state = shared_read_generator_state(
+        path,
+        family="BigVGAN",
+        wanted="a BigVGAN generator checkpoint",
+        discriminators=("mpd", "mrd"),
+        discriminator_contents="mpd, mrd and optimizer state",
+        discriminator_remedy=f"pass {HUB_CHECKPOINT} or the g_* checkpoint of the same step",
+    )
     if not any(".act.alpha" in str(key) for key in state):
         # The same top-level names as BigVGAN's, without anti-aliased Snake activations: HiFi-GAN's layout.
         raise WeightsMismatchError(

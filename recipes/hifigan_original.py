@@ -30,15 +30,16 @@ from __future__ import annotations
 
 import json
 import math
-import pickle
 from collections.abc import Mapping
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Callable, Literal, TypeVar
 
 from audiodeploy.program.mel import MelSpectrogram
 from ._vocoder import audible_synthetic_init
-from .errors import WeightsError, WeightsMismatchError
+from ._checkpoints import check_fits, first_line
+from ._checkpoints import read_generator_state as shared_read_generator_state
+from .errors import WeightsError
 from .registry import Recipe, register
 from .spec import (
     WAVEFORM_OUTPUT,
@@ -273,12 +274,31 @@ def load_checkpoint(
     weights: str, variant: Variant[OriginalHifiGanArchitecture]
 ) -> tuple[OriginalHifiGanArchitecture, HifiGanGenerator, str, tuple[str, ...]]:
     """The architecture, the loaded eval-mode generator, the provenance and the build notes of `weights`."""
-    checkpoint, config_path = locate_checkpoint(weights)
+    return load_generator(
+        weights, variant, locate_checkpoint, read_config, read_generator_state, "original HiFi-GAN generator"
+    )
+
+
+ArchitectureT = TypeVar("ArchitectureT", bound="OriginalHifiGanArchitecture")
+
+
+def load_generator(
+    weights: str,
+    variant: Variant[ArchitectureT],
+    locate: Callable[[str], tuple[Path, Path | None]],
+    read_architecture: Callable[[Path, ArchitectureT], ArchitectureT],
+    read_state: Callable[[Path], dict[str, torch.Tensor]],
+    described_as: str,
+) -> tuple[ArchitectureT, Any, str, tuple[str, ...]]:
+    """What `load_checkpoint` does for HiFi-GAN and for the generators that share its checkpoint format
+    (BigVGAN): locate the checkpoint and its config, build the architecture the config describes (else the
+    variant's), with legacy weight norm when the checkpoint holds `weight_g`/`weight_v`, and load it."""
+    checkpoint, config_path = locate(weights)
     if config_path is None:
         architecture, built_from = variant.architecture, f"variant '{variant.name}'"
     else:
-        architecture, built_from = read_config(config_path, variant.architecture), str(config_path)
-    state = read_generator_state(checkpoint)
+        architecture, built_from = read_architecture(config_path, variant.architecture), str(config_path)
+    state = read_state(checkpoint)
     weight_normed = "conv_pre.weight_g" in state
     generator = architecture.generator()
     if weight_normed:
@@ -295,7 +315,7 @@ def load_checkpoint(
             "the checkpoint holds plain convolution weights (saved after remove_weight_norm()): "
             "weight norm is not applied"
         )
-    provenance = f"loaded from {checkpoint} (original HiFi-GAN generator, configuration of {built_from})"
+    provenance = f"loaded from {checkpoint} ({described_as}, configuration of {built_from})"
     return architecture, generator.eval(), provenance, tuple(notes)
 
 
@@ -343,7 +363,7 @@ def read_config(path: Path, base: OriginalHifiGanArchitecture) -> OriginalHifiGa
     try:
         config = json.loads(path.read_text())
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
-        raise WeightsError(f"cannot read {path}: {_first_line(error)}") from None
+        raise WeightsError(f"cannot read {path}: {first_line(error)}") from None
     if not isinstance(config, dict):
         raise WeightsError(f"{path} is not a HiFi-GAN config: it holds no JSON object")
     overrides: dict[str, object] = {}
@@ -391,31 +411,14 @@ def _integer(name: str, value: object) -> int:
 
 def read_generator_state(path: Path) -> dict[str, torch.Tensor]:
     """The generator state dict of the checkpoint file at `path` (`{"generator": ...}`, or a bare state dict)."""
-    import torch
-
-    try:
-        payload = torch.load(path, map_location="cpu", weights_only=True)
-    except (OSError, RuntimeError, EOFError, ValueError, pickle.UnpicklingError) as error:
-        raise WeightsError(f"cannot read {path} as a PyTorch checkpoint: {_first_line(error)}") from None
-    if not isinstance(payload, Mapping):
-        raise WeightsError(f"{path} holds a {type(payload).__name__}, not a HiFi-GAN checkpoint dictionary")
-    if "generator" in payload:
-        state = payload["generator"]
-    elif "mpd" in payload or "msd" in payload:
-        raise WeightsError(
-            f"{path} is a discriminator checkpoint (do_*: mpd, msd and optimizer state), not a generator: "
-            "pass the g_* checkpoint of the same step"
-        )
-    elif any(str(key).startswith("conv_pre.") for key in payload):
-        state = payload  # a bare generator state dict
-    else:
-        keys = ", ".join(map(str, list(payload)[:4]))
-        raise WeightsError(
-            f"{path} holds no 'generator' state dict (its keys: {keys}): pass an original HiFi-GAN generator checkpoint"
-        )
-    if not isinstance(state, Mapping) or not all(isinstance(v, torch.Tensor) for v in state.values()):
-        raise WeightsError(f"the 'generator' entry of {path} is not a state dict of tensors")
-    return dict(state)
+    return shared_read_generator_state(
+        path,
+        family="HiFi-GAN",
+        wanted="an original HiFi-GAN generator checkpoint",
+        discriminators=("mpd", "msd"),
+        discriminator_contents="do_*: mpd, msd and optimizer state",
+        discriminator_remedy="pass the g_* checkpoint of the same step",
+    )
 
 
 def _check_fits(
@@ -426,25 +429,16 @@ def _check_fits(
     architecture: OriginalHifiGanArchitecture,
 ) -> None:
     """Raise `WeightsMismatchError` unless `state` has exactly the keys and shapes of `expected`."""
-    what = f"the generator of {built_from} ({architecture.summary()})"
-    hint = "pass --variant of the configuration it was trained with, or a directory holding it and its config.json"
-    missing = [key for key in expected if key not in state]
-    unexpected = [key for key in state if key not in expected]
-    if missing or unexpected:
-        parts = []
-        if missing:
-            parts.append(f"lacks {len(missing)} of its parameters (e.g. {missing[0]})")
-        if unexpected:
-            parts.append(f"has {len(unexpected)} it does not (e.g. {unexpected[0]})")
-        raise WeightsMismatchError(
-            f"{checkpoint} does not fit {what}: {_layout(state)}; it {' and '.join(parts)}; {hint}"
-        )
-    for key, tensor in expected.items():
-        if state[key].shape != tensor.shape:
-            raise WeightsMismatchError(
-                f"{checkpoint} does not fit {what}: {key} is {tuple(state[key].shape)} in the checkpoint, "
-                f"{tuple(tensor.shape)} in the generator; {hint}"
-            )
+    check_fits(
+        state,
+        expected,
+        checkpoint,
+        model=f"the generator of {built_from} ({architecture.summary()})",
+        layout=_layout(state),
+        hint="pass --variant of the configuration it was trained with, or a directory holding it and its config.json",
+        entries="parameters",
+        built="generator",
+    )
 
 
 def _layout(state: Mapping[str, torch.Tensor]) -> str:
@@ -457,8 +451,3 @@ def _layout(state: Mapping[str, torch.Tensor]) -> str:
     else:
         blocks = "no HiFi-GAN residual blocks"
     return f"the checkpoint has {stages} upsampling stages and {blocks}"
-
-
-def _first_line(error: BaseException) -> str:
-    text = str(error).strip()
-    return text.splitlines()[0] if text else type(error).__name__

@@ -165,6 +165,44 @@ def add_constant(ep: ExportedProgram, graph: torch.fx.Graph, name: str, data: to
         )
 
 
+def gather_taps(
+    ep: ExportedProgram,
+    graph: torch.fx.Graph,
+    image: torch.fx.Node,
+    taps: int,
+    stride: int,
+    padding: int,
+    dilation: int,
+    name: str,
+    *,
+    origin: torch.fx.Node,
+) -> torch.fx.Node:
+    """``[N, taps * C, 1, To]`` from a one-row image ``[N, C, 1, T]``: channel ``t * C + c`` holds tap ``t`` of
+    channel ``c`` (the input a 1x1 GEMM reads to compute a ``taps``-wide convolution).
+
+    One depthwise convolution with a one-hot kernel per tap, concatenated: XNNPACK's depthwise kernel takes one
+    output channel per group (a channel multiplier of ``taps`` runs as a slow grouped GEMM). With one channel,
+    one convolution gathers every tap. On one-row images XNNPACK keeps the taps channels-last from op to op.
+    """
+    channels = int(value(image).shape[1])
+    if taps == 1 and (stride, padding) == (1, 0):
+        return image
+
+    def select(one_hot: torch.Tensor, groups: int, suffix: str) -> torch.fx.Node:
+        selection = add_constant(ep, graph, f"{name}{suffix}", one_hot.view(-1, 1, 1, taps))
+        args = (image, selection, None, [1, stride], [0, padding], [1, dilation], groups)
+        return insert_op(graph, aten.conv2d.default, args, origin=origin)
+
+    if channels == 1:
+        return select(torch.eye(taps), 1, "s")
+    columns = []
+    for tap in range(taps):
+        one_hot = torch.zeros(channels, taps)
+        one_hot[:, tap] = 1
+        columns.append(select(one_hot, channels, str(tap)))
+    return insert_op(graph, aten.cat.default, (columns, 1), origin=origin)
+
+
 def drop_constant(ep: ExportedProgram, node: torch.fx.Node) -> None:
     """Remove an unused parameter, buffer or lifted constant from the graph, the signature and the program.
 

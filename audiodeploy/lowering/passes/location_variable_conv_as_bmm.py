@@ -88,6 +88,7 @@ from audiodeploy.lowering.passes._graph import (
     constant_sources,
     conv1d_geometry,
     drop_constant,
+    gather_taps,
     insert_op,
     insert_reshape,
     value,
@@ -271,7 +272,10 @@ class LocationVariableConvAsBmmPass(NodeRewritePass):
         if lvc.einsum not in self._columns_of:
             graph = self.graph
             image = insert_op(graph, aten.unsqueeze.default, (lvc.x, 2), origin=origin)
-            taps = self._taps(image, lvc.taps, 1, lvc.padding, lvc.dilation, f"{lvc.einsum.name}_tap", origin)
+            taps = gather_taps(
+                self.exported_program, self.graph, image, lvc.taps, 1, lvc.padding, lvc.dilation,
+                f"{lvc.einsum.name}_tap", origin=origin,
+            )  # fmt: skip
             taps = insert_op(graph, aten.permute.default, (taps, [0, 2, 3, 1]), origin=origin)  # [b, 1, T, k * i]
             columns = [-1, lvc.hop, lvc.taps * lvc.in_channels]
             self._columns_of[lvc.einsum] = insert_reshape(graph, taps, columns, origin=origin)
@@ -306,31 +310,13 @@ class LocationVariableConvAsBmmPass(NodeRewritePass):
         key = (conv.args[0], taps, stride, padding, dilation)  # the kernel and bias predictors share their input
         if key not in self._taps_of:
             image = insert_op(graph, aten.unsqueeze.default, (conv.args[0], 2), origin=conv)
-            self._taps_of[key] = self._taps(image, taps, stride, padding, dilation, f"{conv.name}_tap", conv)
+            self._taps_of[key] = gather_taps(
+                self.exported_program, self.graph, image, taps, stride, padding, dilation, f"{conv.name}_tap",
+                origin=conv,
+            )  # fmt: skip
         part = insert_op(graph, aten.conv2d.default, (self._taps_of[key], weight_rows, bias_rows), origin=conv)
         part = insert_op(graph, aten.permute.default, (part, [0, 2, 3, 1]), origin=origin)  # [b, 1, L, rows]
         return insert_reshape(graph, part, [-1, *shape], origin=origin)
-
-    def _taps(
-        self, image: torch.fx.Node, taps: int, stride: int, padding: int, dilation: int, name: str, origin: torch.fx.Node
-    ) -> torch.fx.Node:
-        """``[b, taps * C, 1, T']`` from ``image`` ``[b, C, 1, T]``: channel ``t * C + c`` holds tap ``t`` of channel ``c``.
-
-        One depthwise convolution per tap, as :mod:`strided_conv_as_gemm` gathers (XNNPACK's depthwise
-        kernel takes one output channel per group). On one-row images XNNPACK keeps the taps
-        channels-last, which is the order a segment-major permute of them reads.
-        """
-        channels = value(image).shape[1]
-        if taps == 1 and (stride, padding) == (1, 0):
-            return image
-        gathers = []
-        for tap in range(taps):
-            one_hot = torch.zeros(channels, 1, 1, taps)
-            one_hot[:, 0, 0, tap] = 1
-            selection = add_constant(self.exported_program, self.graph, f"{name}{tap}", one_hot)
-            args = (image, selection, None, [1, stride], [0, padding], [1, dilation], channels)
-            gathers.append(insert_op(self.graph, aten.conv2d.default, args, origin=origin))
-        return insert_op(self.graph, aten.cat.default, (gathers, 1), origin=origin)
 
 
 def _channel_range(node: torch.fx.Node, channels: int) -> tuple[int, int] | None:

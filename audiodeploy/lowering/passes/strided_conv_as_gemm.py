@@ -56,6 +56,7 @@ from audiodeploy.lowering.passes._graph import (
     constant_sources,
     conv1d_geometry,
     drop_constant,
+    gather_taps,
     insert_op,
     replace_node,
     rewrite_done,
@@ -108,7 +109,9 @@ class StridedConvAsGemmPass(ExportedProgramPass):
 
         with graph.inserting_before(conv):
             x_4d = insert_op(graph, aten.unsqueeze.default, (x, 2), origin=conv)
-            gathered = self._gather(graph, conv, x_4d, channels, taps, stride, padding)
+            gathered = gather_taps(
+                self.exported_program, graph, x_4d, taps, stride, padding, 1, f"{conv.name}_tap", origin=conv
+            )
             gemm_weight = self._reordered_weight(graph, conv, weight, sources)
             gemm = insert_op(graph, aten.conv2d.default, (gathered, gemm_weight, bias), origin=conv)
             y = insert_op(graph, aten.squeeze.dim, (gemm, 2), origin=conv)
@@ -116,25 +119,6 @@ class StridedConvAsGemmPass(ExportedProgramPass):
         if weight in sources:  # the convolution was its only reader
             drop_constant(self.exported_program, weight)
         return None
-
-    def _gather(
-        self, graph: torch.fx.Graph, conv: torch.fx.Node, x: torch.fx.Node, channels: int, taps: int, stride: int, padding: int
-    ) -> torch.fx.Node:
-        """``[N, taps * channels, 1, To]``: channel ``j * channels + c`` holds tap ``j`` of input channel ``c``."""
-
-        def select(one_hot: torch.Tensor, groups: int, name: str) -> torch.fx.Node:
-            selection = add_constant(self.exported_program, graph, f"{conv.name}_{name}", one_hot.view(-1, 1, 1, taps))
-            args = (x, selection, None, [1, stride], [0, padding], [1, 1], groups)
-            return insert_op(graph, aten.conv2d.default, args, origin=conv)
-
-        if channels == 1:
-            return select(torch.eye(taps), 1, "taps")
-        columns = []
-        for tap in range(taps):
-            one_hot = torch.zeros(channels, taps)
-            one_hot[:, tap] = 1
-            columns.append(select(one_hot, channels, f"tap{tap}"))
-        return insert_op(graph, aten.cat.default, (columns, 1), origin=conv)
 
     def _reordered_weight(
         self, graph: torch.fx.Graph, conv: torch.fx.Node, weight: torch.fx.Node, sources: dict[torch.fx.Node, torch.Tensor]
