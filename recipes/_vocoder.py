@@ -87,8 +87,9 @@ class VocoderRecipe(Recipe[ArchitectureT]):
     # Waveform samples in [-1, 1] of fp32 XNNPACK against eager PyTorch.
     atol = 1e-3
     # int8-static only, and fp32 stays the default export: every GEMM of a HiFi-GAN is a 1-D or transposed
-    # convolution, which XNNPACK 1.5.1 does not run dynamically quantized, so int8-dynamic quantizes none of them
-    # (tiny speecht5-hifigan: 0 of 74). int8-static quantizes all 74 in one delegate; calibrated on speech-like
+    # convolution. XNNPACK 1.5.1 runs no transposed one dynamically quantized (the 1-D ones only as the 2-D
+    # convolutions passes/conv1d_as_conv2d.py writes), and int8-dynamic is not measured on vocoders.
+    # int8-static quantizes all 74 of tiny speecht5-hifigan in one delegate; calibrated on speech-like
     # audio through `mel`, the tiny models keep a waveform SNR of about 25 dB (speecht5-hifigan) to 31 dB (the
     # original HiFi-GAN) on held-out audio, but calibrated on noise mels the original falls to 9 dB: calibrate on
     # real recordings (tests/recipes/test_quantized.py). 25 dB is audible: fp32 stays the default export.

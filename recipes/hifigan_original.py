@@ -241,8 +241,7 @@ class OriginalHifiGan(Recipe[OriginalHifiGanArchitecture]):
     default_length_range = LengthRange(1.0, 10.0)
     # Waveform samples in [-1, 1] of fp32 XNNPACK against eager PyTorch.
     atol = 1e-3
-    # As for the other HiFi-GANs: every GEMM is a 1-D or transposed convolution, which XNNPACK 1.5.1 runs
-    # quantized only with static activation ranges (recipes/_vocoder.py says more); calibrate on speech.
+    # As for the other HiFi-GANs (recipes/_vocoder.py says why): int8-static only; calibrate on speech.
     int8_schemes = ("int8-static",)
 
     def _build(self, request: BuildRequest[OriginalHifiGanArchitecture]) -> BuiltModel:

@@ -4,8 +4,9 @@
 - ``stock``: the same module lowered the stock ExecuTorch way (``fold=False``);
 - ``pte``: a .pte file given by the user, run by ExecuTorch's runtime;
 - ``eager``: the PyTorch module itself, under ``torch.no_grad()``;
-- ``onnxruntime``: ONNX Runtime on an ONNX export of the same module (``torch.onnx.export(...,
-  dynamo=True)``, the same dynamic length axis), all graph optimizations, the same thread count;
+- ``onnxruntime``: ONNX Runtime on an ONNX export of the whole module (``torch.onnx.export(...,
+  dynamo=True)``, the same dynamic length axis; int32 ``index_put`` indices exported as int64, see
+  :func:`index_put_with_int64_indices`), all graph optimizations, the same thread count;
 - ``audiodeploy-int8``: ``audiodeploy.lower(..., quantize=<the recipe's first scheme, see int8_scheme>,
   keep_fp32=<the recipe's default>)``;
 - ``onnxruntime-int8``: ONNX Runtime on ``onnxruntime.quantization.quantize_dynamic`` (QInt8 weights, per
@@ -24,7 +25,7 @@ import time
 from abc import ABC, abstractmethod
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import torch
 
@@ -50,6 +51,9 @@ def int8_scheme(int8_schemes: Sequence[str]) -> str:
     return int8_schemes[0] if int8_schemes else "int8-dynamic"
 
 BENCH_EXTRA_HINT = "pip install -e '.[bench]'"
+
+TranslationTable = dict[Callable[..., Any], Callable[..., Any]]
+"""``torch.onnx.export(custom_translation_table=...)``: a torch op overload to the function that translates it."""
 
 
 @dataclass
@@ -254,15 +258,15 @@ def _imports(name: str) -> bool:
 
 
 class OnnxRuntime(Runtime):
-    """ONNX Runtime (CPU execution provider) on the dynamo ONNX export of the module.
+    """ONNX Runtime (CPU execution provider) on the dynamo ONNX export of the whole module.
 
     All graph optimizations; ``threads`` intra-op threads, sequential execution. Idle
     threads do not spin: in an interleaved run a spinning pool would take the CPU from
     the runtime timed next.
 
     ``int8=True`` (``onnxruntime-int8``) runs ``quantize_dynamic`` (QInt8) of the export. ``exported``
-    is ``(onnx bytes, seconds it took)`` of an export already made, so that ``onnxruntime`` and
-    ``onnxruntime-int8`` run the same one (see :func:`export_onnx`).
+    is an export already made, so that ``onnxruntime`` and ``onnxruntime-int8`` run the same one (see
+    :func:`export_onnx`).
     """
 
     def __init__(
@@ -273,21 +277,26 @@ class OnnxRuntime(Runtime):
         threads: int,
         *,
         int8: bool = False,
-        exported: tuple[bytes, float] | None = None,
+        exported: OnnxExport | None = None,
     ) -> None:
         name = "onnxruntime-int8" if int8 else "onnxruntime"
         require_onnxruntime(name)
         import onnxruntime
 
         self.threads = threads
-        model, export_s = exported if exported is not None else export_onnx(module, example_inputs, dynamic_shapes)
-        notes = ["torch.onnx.export(dynamo=True); ORT_ENABLE_ALL; CPUExecutionProvider; no thread spinning"]
+        exported = exported if exported is not None else export_onnx(module, example_inputs, dynamic_shapes)
+        model = exported.model
+        notes = [
+            "the whole module in ONNX Runtime: torch.onnx.export(dynamo=True); ORT_ENABLE_ALL; CPUExecutionProvider; "
+            "no thread spinning",
+            *exported.notes,
+        ]
         start = time.perf_counter()
         if int8:
             model = quantize_onnx_dynamic(model)
             notes.append("onnxruntime.quantization.quantize_dynamic(weight_type=QInt8), its defaults (per-tensor weights)")
         self.model: bytes | None = model
-        prepare_s = export_s + time.perf_counter() - start
+        prepare_s = exported.export_s + time.perf_counter() - start
         self.info = RuntimeInfo(
             name=name,
             label=f"{LABELS[name]} {onnxruntime.__version__}",
@@ -314,7 +323,6 @@ class OnnxRuntime(Runtime):
         try:
             self._session = onnxruntime.InferenceSession(self.model, options, providers=["CPUExecutionProvider"])
         except Exception as error:  # onnxruntime raises its own exception classes, one per status code
-            # Seen: torch.onnx exports istft (Vocos) with int32 ScatterND indices, which ORT 1.32 refuses.
             detail = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
             raise BenchError(
                 f"ONNX Runtime cannot load the ONNX export of this model ({detail[:300]}); "
@@ -333,13 +341,63 @@ class OnnxRuntime(Runtime):
         self._session = None
 
 
-def export_onnx(
-    module: torch.nn.Module, example_inputs: tuple[torch.Tensor, ...], dynamic_shapes: Any
-) -> tuple[bytes, float]:
+@dataclass(frozen=True)
+class OnnxExport:
+    """The ONNX export ``onnxruntime`` and ``onnxruntime-int8`` run."""
+
+    model: bytes
+    """The serialized ONNX model."""
+    export_s: float
+    notes: tuple[str, ...] = ()
+    """What the export did beyond the plain ``torch.onnx.export(dynamo=True)``."""
+
+
+def export_onnx(module: torch.nn.Module, example_inputs: tuple[torch.Tensor, ...], dynamic_shapes: Any) -> OnnxExport:
     """The ONNX export ``onnxruntime`` and ``onnxruntime-int8`` run, and how many seconds it took."""
     start = time.perf_counter()
-    model = _export_onnx(module, example_inputs, dynamic_shapes)
-    return model, time.perf_counter() - start
+    widened: list[str] = []  # the int32 indices cast
+    model = _export_onnx(module, example_inputs, dynamic_shapes, index_put_with_int64_indices(widened))
+    notes: tuple[str, ...] = ()
+    if widened:
+        notes = (
+            f"int32 indices of {len(widened)} index_put cast to int64 in the export (torch.onnx.export's custom_translation_table): "
+            "torch.onnx passes torch's int32 indices (torch.istft's overlap-add is such an index_put) to ONNX's "
+            "ScatterND, which takes int64 only, and ONNX Runtime refuses the model without the cast",
+        )
+    return OnnxExport(model, time.perf_counter() - start, notes)
+
+
+def index_put_with_int64_indices(widened: list[str]) -> TranslationTable:
+    """A ``custom_translation_table`` for ``torch.onnx.export``: ``index_put`` as torch.onnx's own translation
+    (onnxscript's torchlib ``aten_index_put``, a ScatterND), with int32 indices cast to int64 first (torch indexes
+    with int64, int32, bool or uint8 masks; only int32 needs it).
+
+    Why: torch decomposes ``torch.istft`` into an ``unfold_backward`` and that into an ``_unsafe_index_put`` with
+    int32 indices (``torch._decomp``: ``arange(..., dtype=torch.int32)``); torchlib passes them through to
+    ScatterND, whose ONNX schema takes int64 indices only, and ONNX Runtime 1.32 refuses the model ("Type
+    'tensor(int32)' of input parameter ... of operator (ScatterND) ... is invalid"). No opset or exporter flag
+    changes that (opsets 18 to 23 give the same), and torch.onnx's TorchScript exporter exports no complex
+    tensors. Other indices are left as they are, so a model without int32 indices exports as without this table.
+    The name of each index cast is appended to ``widened``.
+    """
+    from onnxscript import ir
+    from onnxscript.function_libs.torch_lib.ops.core import aten_index_put
+    from onnxscript.onnx_opset import opset18 as op
+
+    # Untyped: torch.onnx would infer an ONNX signature from annotations and dispatch on it.
+    def index_put(self, indices, values, accumulate=False):
+        cast = []
+        for index in indices:
+            if index is not None and index.dtype == ir.DataType.INT32:
+                widened.append(index.name)
+                as_int64 = op.Cast(index, to=ir.DataType.INT64)
+                # The tracer infers neither for an op inside a custom translation; aten_index_put reads both.
+                as_int64.dtype, as_int64.shape = ir.DataType.INT64, index.shape
+                index = as_int64
+            cast.append(index)
+        return aten_index_put(self, cast, values, accumulate)
+
+    return {torch.ops.aten.index_put.default: index_put, torch.ops.aten._unsafe_index_put.default: index_put}
 
 
 def quantize_onnx_dynamic(model: bytes) -> bytes:
@@ -380,7 +438,12 @@ class _DropRecordsFrom(logging.Filter):
         return self.fragment not in record.pathname.replace("\\", "/")
 
 
-def _export_onnx(module: torch.nn.Module, example_inputs: tuple[torch.Tensor, ...], dynamic_shapes: Any) -> bytes:
+def _export_onnx(
+    module: torch.nn.Module,
+    example_inputs: tuple[torch.Tensor, ...],
+    dynamic_shapes: Any,
+    custom_translation_table: TranslationTable,
+) -> bytes:
     """The serialized ONNX model; the exporter's chatter goes to the debug log, not the user's terminal."""
     chatter = io.StringIO()
     quiet = [logging.getLogger(name) for name in ("torch.onnx", "onnxscript", "onnx_ir")]
@@ -390,7 +453,13 @@ def _export_onnx(module: torch.nn.Module, example_inputs: tuple[torch.Tensor, ..
             logger.setLevel(logging.ERROR)
         with contextlib.redirect_stdout(chatter), torch.no_grad():
             program = torch.onnx.export(
-                module, example_inputs, dynamo=True, dynamic_shapes=dynamic_shapes, optimize=True, verbose=False
+                module,
+                example_inputs,
+                dynamo=True,
+                dynamic_shapes=dynamic_shapes,
+                optimize=True,
+                verbose=False,
+                custom_translation_table=custom_translation_table,
             )
         return program.model_proto.SerializeToString()
     except Exception as error:

@@ -16,9 +16,11 @@ Schemes (names as the command line spells them; ExecuTorch's ``XNNPackRecipeType
 
 - ``int8-dynamic`` (``PT2E_INT8_DYNAMIC_PER_CHANNEL``): int8 per-channel symmetric weights, activations
   quantized per tensor at run time. XNNPACK 1.5.1 runs dynamically quantized ``linear`` and standard
-  (not depthwise) 2-D convolutions; a 1-D or depthwise convolution stays fp32 (XNNPACK declines it:
-  "XNNPACK only supports standard 2D convolutions for dynamic quantization"; the quantizer does not
-  annotate it). The strided-convolution rewrite turns a feature encoder's convolutions into 1x1 2-D
+  (not depthwise) 2-D convolutions; a depthwise convolution stays fp32 (XNNPACK declines it: "XNNPACK
+  only supports standard 2D convolutions for dynamic quantization"; the quantizer does not annotate
+  it). A 1-D convolution would too, so :mod:`~audiodeploy.lowering.passes.conv1d_as_conv2d` first
+  writes it as the 2-D convolution of one row that XNNPACK runs anyway (wav2vec2's grouped positional
+  convolution). The strided-convolution rewrite turns a feature encoder's convolutions into 1x1 2-D
   convolutions, so those are quantized too.
 - ``int8-static`` (``PT2E_INT8_STATIC_PER_CHANNEL``): int8 per-channel weights and activation ranges
   observed on calibration inputs. Only the GEMMs are annotated (``linear``, ``conv1d``/``conv2d``),
@@ -46,6 +48,7 @@ from typing import Any, Sequence
 import torch
 from torch.export import ExportedProgram
 
+from audiodeploy.lowering.passes.conv1d_as_conv2d import Conv1dAsConv2dPass
 from audiodeploy.lowering.passes.fold_computed_gemm_weights import gemm_label
 from audiodeploy.lowering.report import GemmSensitivity
 
@@ -112,6 +115,7 @@ def quantize_program(
     if scheme not in SCHEMES:
         check_options(scheme, calibration)
     dynamic = scheme == "int8-dynamic"
+    _rewrite_for_scheme(ep, scheme)
     example_inputs = tuple(ep.example_inputs[0]) if ep.example_inputs else ()
     if dynamic:
         source = "none (dynamic)"
@@ -128,6 +132,12 @@ def quantize_program(
     program = torch.export.export(converted, example_inputs, dynamic_shapes=dynamic_shapes).run_decompositions({})
     quantized, fp32 = _quantized_gemms(program, kept, dynamic)
     return QuantizedProgram(program, quantized, fp32, source)
+
+
+def _rewrite_for_scheme(ep: ExportedProgram, scheme: str) -> None:
+    """In place: the GEMMs ``scheme``'s quantizer would skip for their form alone, written in the form it takes."""
+    if scheme == "int8-dynamic":
+        Conv1dAsConv2dPass(ep)(ep.graph_module)
 
 
 def _convert(graph_module: torch.fx.GraphModule, scheme: str, calibration: Sequence[tuple[Any, ...]], make_filter):
@@ -234,7 +244,7 @@ def _quantized_gemms(
         if pattern is not None:
             fp32.append((gemm_label(node), f"kept fp32 by pattern {pattern!r}"))
         elif dynamic and node.target is not aten.linear.default:
-            fp32.append((gemm_label(node), "XNNPACK's dynamic int8 takes standard 2-D convolutions only"))
+            fp32.append((gemm_label(node), "XNNPACK's dynamic int8 takes no depthwise convolution"))
         else:
             fp32.append((gemm_label(node), "not annotated by XNNPACKQuantizer"))
     return tuple(quantized), tuple(fp32)
@@ -263,6 +273,7 @@ def gemm_sensitivity(
     from audiodeploy.lowering.fidelity import measure, output_snr_db
 
     check_options(scheme, calibration, stacklevel=2)
+    _rewrite_for_scheme(ep, scheme)
     example_inputs = tuple(ep.example_inputs[0]) if ep.example_inputs else ()
     if scheme == "int8-dynamic":
         calibration = [example_inputs]
@@ -283,7 +294,7 @@ def gemm_sensitivity(
     for node in candidates:
         converted, _ = _convert(ep.module(), scheme, calibration, _GemmFilter.factory((), frozenset({node.name})))
         if not any(n.target in _DEQUANTIZE_WEIGHT for n in converted.graph.nodes if n.op == "call_function"):
-            continue  # the quantizer does not annotate it (a 1-D convolution under int8-dynamic)
+            continue  # the quantizer does not annotate it (a depthwise convolution under int8-dynamic)
         with torch.no_grad():
             actuals = [_first(converted(*case)) for case in inputs]
         snr = measure(references, actuals, {"snr_db": output_snr_db})["snr_db"]

@@ -3,8 +3,9 @@ real runtime, compare with fp32 eager on inputs not used for calibration.
 
 Bars (this machine, AVX-512 VNNI; tiny models, seeded synthetic weights):
 - speech encoder (HuBERT tiny, the quickest of the three; int8-dynamic, the recipe's keep_fp32): one delegate,
-  nothing outside; logits SNR >= 30 dB and frame argmax agreement >= 95% at the shortest and longest input
-  (measured: about 43 dB and 98-100% for all three families and both sources);
+  nothing outside, every GEMM int8 but the first convolution and the head; logits SNR >= 28 dB and frame
+  argmax agreement >= 93% at the shortest and longest input (measured: 31.1 dB and 96.7%; with the whole
+  feature encoder fp32, the default until 2026-12-01, 43 dB);
 - vocoders (SpeechT5's HiFi-GAN tiny and the original's tiny-v3, int8-static calibrated on audio files through the
   recipe's mel front end): one delegate; waveform SNR >= 20 dB on held-out speech-like audio (measured: 27 dB
   for SpeechT5's). UnivNet takes no int8 scheme (see recipes/univnet.py for why).
@@ -33,8 +34,8 @@ from audiodeploy.runtime import Program
 from audiodeploy.runtime.audio import AudioFile
 from tests.recipes.helpers import assert_one_line
 
-ENCODER_SNR_DB = 30.0
-ENCODER_ARGMAX = 0.95
+ENCODER_SNR_DB = 28.0
+ENCODER_ARGMAX = 0.93
 VOCODER_SNR_DB = 20.0
 TEST_RANGE = {"ctc-asr": LengthRange(0.5, 2.0)}
 VOCODER_LENGTH = LengthRange.fixed(0.25)
@@ -85,7 +86,7 @@ def test_every_recipe_declares_known_schemes_and_keep_fp32_for_its_own_sources()
 
 @pytest.mark.parametrize("name", SPEECH_ENCODERS)
 @pytest.mark.parametrize("source", ["transformers", "torchaudio"])
-def test_speech_encoder_keep_fp32_defaults_name_the_feature_encoder_and_the_ctc_head(name, source):
+def test_speech_encoder_keep_fp32_defaults_name_the_first_convolution_and_the_ctc_head(name, source):
     recipe = recipes.get(name)
     built = recipe.build(variant="tiny", source=source, length_range=TEST_RANGE["ctc-asr"])
     program = torch.export.export(built.module, built.example_inputs, dynamic_shapes=built.dynamic_shapes)
@@ -98,7 +99,7 @@ def test_speech_encoder_keep_fp32_defaults_name_the_feature_encoder_and_the_ctc_
     kept = [path for path in innermost if any(fnmatch.fnmatchcase(path, p) for p in patterns)]
     head = "model.lm_head" if source == "transformers" else "model.aux"
     assert head in kept and any(path.endswith("feature_extractor.conv_layers.0.conv") for path in kept), kept
-    assert len(kept) == len(recipe.variant("tiny").architecture.feature_encoder) + 1, kept  # every conv, the head
+    assert len(kept) == 2, kept  # the convolution on raw samples and the head, nothing else
     assert all(any(fnmatch.fnmatchcase(path, p) for path in innermost) for p in patterns)  # no dead pattern
 
 
@@ -173,10 +174,15 @@ def test_int8_dynamic_speech_encoder_is_one_delegate_within_the_bar_at_both_ends
     method = lowered.report.methods["forward"]
     assert (method.delegates, method.ops_outside_delegates) == (1, {}), str(lowered.report)
     quantization = lowered.report.quantization
-    assert quantization.keep_fp32 == ("*.feature_extractor.*", "*.lm_head")
+    assert quantization.keep_fp32 == ("*.feature_extractor.conv_layers.0.*", "*.lm_head")
     gemms = quantization.methods["forward"]
-    assert {g.gemm for g in gemms.fp32_gemms} >= {"linear @ model.lm_head"}
-    assert len(gemms.quantized_gemms) >= 12 and all("feature_extractor" not in g for g in gemms.quantized_gemms)
+    assert [g.gemm for g in gemms.fp32_gemms] == [
+        "conv2d @ model.hubert.feature_extractor.conv_layers.0.conv", "linear @ model.lm_head"
+    ]
+    # The positional convolution too: written as the 2-D convolution XNNPACK's dynamic int8 takes.
+    assert "conv2d @ model.hubert.encoder.pos_conv_embed.conv" in gemms.quantized_gemms
+    convolutions = len(built.module.model.hubert.feature_extractor.conv_layers)
+    assert sum("feature_extractor" in g for g in gemms.quantized_gemms) == convolutions - 1
     spec = built.input
     held_out = [built.random_inputs(n, seed=11 + n) for n in (spec.min_length, spec.max_length)]
     measured = fidelity.measure(

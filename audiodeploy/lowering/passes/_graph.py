@@ -306,6 +306,7 @@ class NodeRewritePass(ExportedProgramPass):
         super().__init__(exported_program)
         self.rewritten: list[str] = []
         self.skipped: list[tuple[str, str]] = []
+        self._released: list[torch.fx.Node] = []
 
     @property
     def graph(self) -> torch.fx.Graph:
@@ -313,6 +314,10 @@ class NodeRewritePass(ExportedProgramPass):
 
     def rewrite(self, node: torch.fx.Node) -> torch.fx.Node | Skip:
         raise NotImplementedError
+
+    def release_constant(self, constant: torch.fx.Node) -> None:
+        """Drop ``constant`` after the pass unless something still reads it: its bytes would stay in the program."""
+        self._released.append(constant)
 
     def call(self, graph_module: torch.fx.GraphModule) -> PassResult:
         log = logging.getLogger(type(self).__module__)
@@ -329,4 +334,9 @@ class NodeRewritePass(ExportedProgramPass):
             replace_node(self.exported_program, node, result)
         if self.rewritten:
             rewrite_done(self.exported_program)
+        for constant in dict.fromkeys(self._released):
+            if not constant.users:
+                drop_constant(self.exported_program, constant)
+        if self._released:
+            graph_module.recompile()
         return PassResult(graph_module, bool(self.rewritten))
