@@ -9,6 +9,7 @@ from __future__ import annotations
 from torch.export import ExportedProgram
 
 from audiodeploy.lowering.passes.attention_heads_as_batch import AttentionHeadsAsBatchPass
+from audiodeploy.lowering.passes.conv_chains_as_images import ConvChainsAsImagesPass
 from audiodeploy.lowering.passes.conv_tail_slice_as_padding import ConvTailSliceAsPaddingPass
 from audiodeploy.lowering.passes.decompose_normalization import DecomposeNormalizationPass
 from audiodeploy.lowering.passes.depthwise_transposed_conv_as_phases import DepthwiseTransposedConvAsPhasesPass
@@ -42,6 +43,7 @@ XNNPACK_REWRITES = (
     DepthwiseTransposedConvAsPhasesPass,  # emits unsqueezes and a reshape
     InverseStftAsConvolutionPass,  # emits convolutions and a view already static: before the reshape passes
     SumAndMeanAsXnnpackReductionsPass,  # emits reshapes
+    ConvChainsAsImagesPass,  # after every rewrite that emits or matches a conv1d; emits unsqueezes and squeezes
     SqueezeUnsqueezePairsPass,  # after every rewrite that emits squeezes and unsqueezes
     StaticReshapePass,  # last: every reshape the others left or emitted
 )

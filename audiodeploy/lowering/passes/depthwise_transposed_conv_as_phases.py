@@ -11,7 +11,8 @@ convolution sums the taps ``w[s j + rho_r]`` times the inputs ``x[t + q_r - j]``
 stride-1 convolution with every ``s``-th tap, reversed. Each phase ``r`` is
 such a depthwise convolution over the input zero-padded once by ``(P_L, P_R)``,
 its kernel set in a window of ``K'`` taps common to the phases (zeros elsewhere),
-and the phases are interleaved by a concatenation on a new last dimension::
+and the phases are interleaved by a concatenation on the width of one-column
+images (time on the height, as XNNPACK runs a ``conv1d``)::
 
     before
 
@@ -19,9 +20,17 @@ and the phases are interleaved by a concatenation on a new last dimension::
 
     after
 
-    x ── constant_pad_nd([P_L, P_R]) ─┬─ conv1d(w_0 [C, 1, K'], b, groups C) ── unsqueeze(-1) ─┐
-                                      ├─ ...                                                 ├─ cat(-1) ── view [N, C, -1]
-                                      └─ conv1d(w_s-1, b, groups C) ───────── unsqueeze(-1) ─┘  [N, C, T + e, s]
+    x ── unsqueeze(-1) ── constant_pad_nd([0, 0, P_L, P_R]) ─┬─ conv2d(w_0 [C, 1, K', 1], b, groups C) ─┐
+                                                             ├─ ...                                    ├─ cat(-1) ─┐
+                                                             └─ conv2d(w_s-1, b, groups C) ────────────┘           │
+                                                                          [N, C, T + e, s] ── view [N, C, -1] ── y
+
+XNNPACK runs the images channels-last: the phases read one transposed input,
+and the concatenation interleaves them in blocks of ``C`` samples. A
+concatenation of ``[N, C, T, 1]`` signals on their last dimension in the
+contiguous layout copies one sample at a time: 3.5 ms of a 10 ms anti-aliased
+activation of 96 channels and 5,504 samples (ETDump, 2-core AMD EPYC), where all
+three of its concatenations take 0.5 ms channels-last.
 
 Every output sums the products the transposed convolution sums (and zeros), so
 the result equals it to rounding. The taps are reordered on the constant weight,
@@ -42,15 +51,12 @@ from dataclasses import dataclass
 
 import torch
 
-from torch.fx.passes.infra.pass_base import PassResult
-
 from audiodeploy.lowering.passes._graph import (
     NodeRewritePass,
     Skip,
     add_constant,
     argument,
     constant_sources,
-    drop_constant,
     insert_op,
     insert_reshape,
     static_view_sizes,
@@ -106,10 +112,6 @@ class _Phases:
 class DepthwiseTransposedConvAsPhasesPass(NodeRewritePass):
     targets = frozenset({aten.conv_transpose1d.default})
 
-    def __init__(self, exported_program: torch.export.ExportedProgram) -> None:
-        super().__init__(exported_program)
-        self._replaced_weights: list[torch.fx.Node] = []
-
     def rewrite(self, node: torch.fx.Node) -> torch.fx.Node | Skip:
         x, weight = node.args[:2]
         bias = argument(node, 2, "bias")
@@ -137,13 +139,16 @@ class DepthwiseTransposedConvAsPhasesPass(NodeRewritePass):
         kernels = self._phase_kernels(weight, phases)
         if kernels is None:
             return Skip("its weight is not a constant only it reads (a computed one would need its taps reordered)")
+        # A one-column image [N, C, T, 1] (time on the height, as XNNPACK runs a conv1d): the phases' outputs are
+        # channels-last inside the delegate, where a concatenation on the width interleaves blocks of C samples.
+        image = insert_op(self.graph, aten.unsqueeze.default, (x, -1), origin=node)
         if phases.pad_left or phases.pad_right:
-            padding = [phases.pad_left, phases.pad_right]
-            x = insert_op(self.graph, aten.constant_pad_nd.default, (x, padding, 0.0), origin=node)
+            padding = [0, 0, phases.pad_left, phases.pad_right]
+            image = insert_op(self.graph, aten.constant_pad_nd.default, (image, padding, 0.0), origin=node)
         interleaved = []
         for kernel in kernels:
-            phase = insert_op(self.graph, aten.conv1d.default, (x, kernel, bias, [1], [0], [1], groups), origin=node)
-            interleaved.append(insert_op(self.graph, aten.unsqueeze.default, (phase, -1), origin=node))
+            args = (image, kernel, bias, [1, 1], [0, 0], [1, 1], groups)
+            interleaved.append(insert_op(self.graph, aten.conv2d.default, args, origin=node))
         stacked = insert_op(self.graph, aten.cat.default, (interleaved, -1), origin=node)
         return insert_reshape(self.graph, stacked, sizes, origin=node)
 
@@ -153,17 +158,9 @@ class DepthwiseTransposedConvAsPhasesPass(NodeRewritePass):
         sources = constant_sources(ep)
         if weight not in sources or len(weight.users) != 1:
             return None
-        self._replaced_weights.append(weight)
-        return [add_constant(ep, self.graph, f"{weight.name}_phase", k) for k in phases.kernels(sources[weight])]
-
-    def call(self, graph_module: torch.fx.GraphModule) -> PassResult:
-        result = super().call(graph_module)
-        for weight in self._replaced_weights:  # read by nothing now: its bytes would stay in the program
-            if not weight.users:
-                drop_constant(self.exported_program, weight)
-        if self._replaced_weights:
-            graph_module.recompile()
-        return result
+        self.release_constant(weight)
+        kernels = phases.kernels(sources[weight])
+        return [add_constant(ep, self.graph, f"{weight.name}_phase", k.unsqueeze(-1)) for k in kernels]
 
 
 def _single(entry: object) -> object:

@@ -53,7 +53,7 @@ class SqueezeUnsqueezePairsPass(ExportedProgramPass):
         for node in list(graph.nodes):
             if node.op != "call_function" or node.target != aten.unsqueeze.default:
                 continue
-            chain, squeezed = _elementwise_chain(node.args[0])
+            chain, squeezed = elementwise_chain(node.args[0])
             if not _undoes(node, squeezed):
                 continue
             image = squeezed.args[0]
@@ -67,7 +67,7 @@ class SqueezeUnsqueezePairsPass(ExportedProgramPass):
         return PassResult(graph_module, modified)
 
 
-def _elementwise_chain(node: torch.fx.Node) -> tuple[list[torch.fx.Node], torch.fx.Node]:
+def elementwise_chain(node: torch.fx.Node) -> tuple[list[torch.fx.Node], torch.fx.Node]:
     """The elementwise ops, last first, read only by each other from ``node`` back; and what the first reads."""
     chain = []
     while node.op == "call_function" and node.target in ELEMENTWISE and len(node.users) == 1:

@@ -66,7 +66,8 @@ def test_fp32_inverse_stft_over_dynamic_frames_is_one_delegate():
         also_run=[spectrum(module.bins, 2, seed=1), spectrum(module.bins, 64, seed=2)],
     )
     assert (report.delegates, report.ops_outside_delegates) == (1, {})
-    assert report.rewrites == ("InverseStftAsConvolutionPass",)
+    # The rest keep the envelope's chained convolutions on one image.
+    assert report.rewrites[0] == "InverseStftAsConvolutionPass" and "ConvChainsAsImagesPass" in report.rewrites
 
 
 def rewritten(module: InverseStft, example: tuple[torch.Tensor, torch.Tensor], dynamic_shapes=DYNAMIC):

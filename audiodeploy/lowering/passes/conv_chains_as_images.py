@@ -1,0 +1,131 @@
+"""Write a 1-D convolution that reads or feeds another one on a one-column image, as XNNPACK runs it.
+
+XNNPACK convolves only images: its preprocess writes each ``conv1d`` as
+``unsqueeze(-1) ── conv2d ── squeeze(-1)`` on a one-column image ``[N, C, T, 1]``,
+which it runs channels-last. A ``squeeze`` and an ``unsqueeze`` are
+contiguous-layout ops to it, so each ``conv1d`` costs two transposes of its
+whole input and output, also where one convolution reads another's output
+directly or through elementwise ops (BigVGAN's anti-aliased activations end in
+a downsampling convolution that the next convolution reads, 109 times in a
+published generator; HiFi-GAN's residual blocks put a leaky ReLU between two
+convolutions). The pass writes such convolutions as XNNPACK would, before the
+lowering's :mod:`squeeze_unsqueeze_pairs` runs, which then applies the
+elementwise ops to the image and drops the pair, so that XNNPACK keeps the
+image channels-last from one convolution to the next::
+
+    before
+
+    x [N, C, T] ── conv1d(W1, b1) ── leaky_relu ── conv1d(W2, b2) ── y
+
+    after this pass
+
+    x ── unsqueeze(-1) ── conv2d(W1 [C1, C, K1, 1], b1) ── squeeze(-1) ── leaky_relu ──
+         unsqueeze(-1) ── conv2d(W2 [C2, C1, K2, 1], b2) ── squeeze(-1) ── y
+
+    after squeeze_unsqueeze_pairs
+
+    x ── unsqueeze(-1) ── conv2d(W1', b1) ── leaky_relu ── conv2d(W2', b2) ── squeeze(-1) ── y
+
+Each convolution's stride, padding and dilation go on the height. The result
+is the computation XNNPACK runs for the ``conv1d`` calls, without the layout
+changes between them. A constant weight read by nothing else is replaced by
+its 4-D copy; a computed weight (``weight_norm``) gets an ``unsqueeze`` as one
+more op of its computation, which :mod:`fold_computed_gemm_weights` folds with
+the rest.
+
+The pass leaves a convolution as it is, and does nothing on a program without
+such a chain, unless it is a float32 ``conv1d`` of a ``[N, C, T]`` tensor with
+numeric stride, padding and dilation, whose weight is computed or a constant
+only it reads, and that reads the output of another such convolution, or whose
+output another such convolution reads, through unary elementwise ops (those of
+:data:`~audiodeploy.lowering.passes.squeeze_unsqueeze_pairs.ELEMENTWISE`) each
+read once.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from audiodeploy.lowering.passes._graph import (
+    NodeRewritePass,
+    Skip,
+    add_constant,
+    argument,
+    constant_sources,
+    conv1d_geometry,
+    insert_op,
+    value,
+)
+from audiodeploy.lowering.passes.squeeze_unsqueeze_pairs import ELEMENTWISE
+from audiodeploy.lowering.passes.squeeze_unsqueeze_pairs import elementwise_chain
+
+aten = torch.ops.aten
+
+
+class ConvChainsAsImagesPass(NodeRewritePass):
+    targets = frozenset({aten.conv1d.default})
+
+    def __init__(self, exported_program: torch.export.ExportedProgram) -> None:
+        super().__init__(exported_program)
+        self._sources = constant_sources(exported_program)
+
+    def rewrite(self, node: torch.fx.Node) -> torch.fx.Node | Skip:
+        reason = self._unsupported(node)
+        if reason is not None:
+            return Skip(reason)
+        # Graph order: a chain's first convolution is an image already when the next one looks back at it.
+        if not (_reads_image(node) or self._feeds_conv(node)):
+            return Skip("neither reads nor feeds another 1-D convolution (through elementwise ops) alone")
+        stride, padding, dilation, groups = conv1d_geometry(node)
+        image = insert_op(self.graph, aten.unsqueeze.default, (node.args[0], -1), origin=node)
+        args = (image, self._image_weight(node), argument(node, 2, "bias"), [stride, 1], [padding, 0], [dilation, 1])
+        convolved = insert_op(self.graph, aten.conv2d.default, (*args, groups), origin=node)
+        return insert_op(self.graph, aten.squeeze.dim, (convolved, -1), origin=node)
+
+    def _feeds_conv(self, conv: torch.fx.Node) -> bool:
+        """Whether ``conv``'s output, through elementwise ops each read once, is the input of one convolution."""
+        node = conv
+        while len(node.users) == 1:
+            (user,) = node.users
+            if user.op == "call_function" and user.target in ELEMENTWISE and user.args[0] is node:
+                node = user
+                continue
+            return user.target == aten.conv1d.default and user.args[0] is node and self._unsupported(user) is None
+        return False
+
+    def _unsupported(self, conv: torch.fx.Node) -> str | None:
+        """Why ``conv`` cannot be written on an image, or None."""
+        if conv.op != "call_function" or conv.target != aten.conv1d.default:
+            return "not a conv1d"
+        x_val, w_val = value(conv.args[0]), value(conv.args[1])
+        if x_val is None or w_val is None or x_val.dtype != torch.float32 or x_val.dim() != 3:
+            return "not a float32 convolution of a [N, C, T] tensor"
+        stride, padding, dilation, _ = conv1d_geometry(conv)
+        if not all(isinstance(v, int) for v in (stride, padding, dilation)):
+            return "its stride, padding or dilation is not one number"
+        weight = conv.args[1]
+        if weight.op == "placeholder" and weight not in self._sources:
+            return "its weight is an input, a mutated buffer or data stored apart"
+        if weight in self._sources and len(weight.users) > 1:
+            return "its weight is a constant also read elsewhere: a 4-D copy would store it twice"
+        return None
+
+    def _image_weight(self, conv: torch.fx.Node) -> torch.fx.Node:
+        """``W [Co, C / groups, K, 1]``: a constant, or an ``unsqueeze`` on a computed weight."""
+        weight = conv.args[1]
+        if weight in self._sources:
+            self.release_constant(weight)
+            data = self._sources[weight].unsqueeze(-1)
+            return add_constant(self.exported_program, self.graph, f"{weight.name}_image", data)
+        return insert_op(self.graph, aten.unsqueeze.default, (weight, -1), origin=conv)
+
+
+def _reads_image(conv: torch.fx.Node) -> bool:
+    """Whether ``conv`` reads, through elementwise ops each read once, the squeeze of a one-column image's
+    convolution read by nothing else."""
+    _, squeezed = elementwise_chain(conv.args[0])
+    if squeezed.op != "call_function" or squeezed.target != aten.squeeze.dim or len(squeezed.users) != 1:
+        return False
+    image = squeezed.args[0]
+    # A one-column image (time on the height), not a one-row one (strided_conv_as_gemm's, time on the width).
+    return image.target == aten.conv2d.default and value(image).dim() == 4 and squeezed.args[1] % 4 == 3
