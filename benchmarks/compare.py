@@ -70,8 +70,7 @@ for _recipe, _variant, _compare in (
     # BigVGAN v2 is 112-122 M parameters: three timed runs a runtime.
     ("bigvgan", "v2-22khz-80band-256x", BIG_VOCODER_COMPARE), ("bigvgan", "v2-24khz-100band-256x", BIG_VOCODER_COMPARE),
     ("bigvgan", "v2-44khz-128band-512x", BIG_VOCODER_COMPARE),
-    # Not ONNX Runtime: torch.onnx exports istft with int32 ScatterND indices, which ONNX Runtime 1.32 refuses.
-    ("vocos", "mel-24khz", ["--compare", "eager", "--runs", "5", "--warmup", "1"]),
+    ("vocos", "mel-24khz", VOCODER_COMPARE),
 ):  # fmt: skip
     CASES[f"{_recipe}-{_variant}"] = [_recipe, "--variant", _variant, *BOTH_LENGTHS, *_compare]
 
