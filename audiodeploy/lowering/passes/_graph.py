@@ -111,6 +111,17 @@ def value(node: torch.fx.Node) -> torch.Tensor | None:
     return val if isinstance(val, torch.Tensor) else None
 
 
+def convolves_float32_signal(conv: torch.fx.Node) -> bool:
+    """Whether a 1-D convolution (plain or transposed) reads a float32 ``[N, C, T]`` signal, and its weight and
+    output carry their values: what a rewrite of it into other convolutions needs to know."""
+    x, weight = conv.args[:2]
+    x_val = value(x)
+    return (
+        x_val is not None and value(weight) is not None and value(conv) is not None
+        and x_val.dtype == torch.float32 and x_val.dim() == 3
+    )  # fmt: skip
+
+
 def is_static(size: int | torch.SymInt) -> bool:
     return isinstance(size, int) or not free_symbols(size)
 

@@ -48,6 +48,7 @@ from audiodeploy.lowering.passes._graph import (
     argument,
     constant_sources,
     conv1d_geometry,
+    convolves_float32_signal,
     insert_op,
     insert_reshape,
     is_static,
@@ -62,10 +63,10 @@ class Conv1dAsConv2dPass(NodeRewritePass):
     targets = frozenset({aten.conv1d.default})
 
     def rewrite(self, node: torch.fx.Node) -> torch.fx.Node | Skip:
+        if not convolves_float32_signal(node):
+            return Skip("not a float32 convolution of a [N, C, T] input")
         x, weight = node.args[:2]
         x_value, out_value = value(x), value(node)
-        if x_value is None or out_value is None or x_value.dtype != torch.float32 or x_value.dim() != 3:
-            return Skip("not a float32 convolution of a [N, C, T] input")
         constant = constant_sources(self.exported_program).get(weight)
         if constant is None:
             return Skip("its weight is not a constant (a computed weight is folded first)")

@@ -53,6 +53,7 @@ from audiodeploy.lowering.passes._graph import (
     argument,
     constant_sources,
     conv1d_geometry,
+    convolves_float32_signal,
     insert_op,
     value,
 )
@@ -97,8 +98,7 @@ class ConvChainsAsImagesPass(NodeRewritePass):
         """Why ``conv`` cannot be written on an image, or None."""
         if conv.op != "call_function" or conv.target != aten.conv1d.default:
             return "not a conv1d"
-        x_val, w_val = value(conv.args[0]), value(conv.args[1])
-        if x_val is None or w_val is None or x_val.dtype != torch.float32 or x_val.dim() != 3:
+        if not convolves_float32_signal(conv):
             return "not a float32 convolution of a [N, C, T] tensor"
         stride, padding, dilation, _ = conv1d_geometry(conv)
         if not all(isinstance(v, int) for v in (stride, padding, dilation)):

@@ -57,6 +57,7 @@ from audiodeploy.lowering.passes._graph import (
     add_constant,
     argument,
     constant_sources,
+    convolves_float32_signal,
     insert_op,
     insert_reshape,
     static_view_sizes,
@@ -120,9 +121,9 @@ class DepthwiseTransposedConvAsPhasesPass(NodeRewritePass):
         output_padding = _single(argument(node, 5, "output_padding", 0))
         groups = argument(node, 6, "groups", 1)
         dilation = _single(argument(node, 7, "dilation", 1))
-        x_val, w_val, out_val = value(x), value(weight), value(node)
-        if x_val is None or w_val is None or out_val is None or x_val.dtype != torch.float32 or x_val.dim() != 3:
+        if not convolves_float32_signal(node):
             return Skip("not a float32 transposed convolution of a [N, C, T] tensor")
+        x_val, w_val, out_val = value(x), value(weight), value(node)
         channels = x_val.shape[1]
         if groups != channels or tuple(w_val.shape[:2]) != (channels, 1):
             return Skip("not depthwise (one input and one output channel per group)")
