@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import importlib.util
 import json
 import sys
@@ -46,3 +47,16 @@ def test_models_md_puts_bench_results_side_by_side():
     assert "| wav2vec2 base | 1 s | 2026-11-29 | 241 ms (52) | 1,314 ms (53) | 346 ms | 170 ms | 0.183 | 0.697 | 1.42 |" in markdown
     assert "| wav2vec2 base | 10 s |" in markdown
     assert "### wav2vec2 base (wav2vec2-base)" in markdown and "94.0 M parameters" in markdown
+
+
+def test_models_md_lists_an_int8_run_in_the_latency_table_only_where_no_fp32_comparison_measured_it():
+    fp32 = make_record((1.0,))
+    int8 = make_record((1.0, 10.0))
+    int8["name"] = "wav2vec2-base-int8"
+    int8["runtimes"]["audiodeploy-int8"] = {**int8["runtimes"]["audiodeploy"], "name": "audiodeploy-int8"}
+    for case in int8["cases"]:
+        case["runtimes"]["audiodeploy-int8"] = copy.deepcopy(case["runtimes"]["audiodeploy"])
+    latency_table = load("generate_models_md").bench_summary([fp32, int8])
+    one_second = [row for row in latency_table if row.startswith("| wav2vec2 base | 1 s |")]
+    assert one_second == ["| wav2vec2 base | 1 s | 2026-11-29 | 241 ms (52) | 1,314 ms (53) | 346 ms | 170 ms | 0.183 | 0.697 | 1.42 |"]
+    assert any(row.startswith("| wav2vec2 base | 10 s |") for row in latency_table)
