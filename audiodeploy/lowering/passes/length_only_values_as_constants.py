@@ -21,13 +21,31 @@ original computation read it from, so that the slices run before the first
 delegate instead of between two of them. The slices are copies at the delegate's
 edge; the computation they replace is gone.
 
+In a program exported for one length (as a phone's runner takes it) the length
+is a number and the same computation reads no size: it starts from positions,
+an ``arange`` of that number. The pass stores its value whole, with no slice::
+
+    before                                           after
+
+    arange(T) ─┐                                     bias [H, T, T] (constant)
+    arange(T) ─┴─ sub ── abs ── ... ── embedding ──  ── mul ──
+        ── permute ── view [H, T, T] ── mul ──
+
+Left computed, it would run on the portable kernels between delegates, and
+ExecuTorch 1.5.1's ``XNNPACKQuantizer`` would break it: its
+``transform_for_annotation`` makes every number an ``add`` or ``mul`` reads a
+float32 tensor, also where the other operand is an integer tensor, so the
+bucket indices reach the ``embedding`` as floats and int8 calibration fails.
+
 The replacement is checked, not assumed: the pass evaluates the original
 computation for every length in the exported range and requires it to equal the
 corner of the longest length's value exactly (``torch.equal``). It leaves the
 computation as it is, and does nothing on a program without one, when
 
-- the value does not depend on a symbolic size (a computation on parameters
-  alone is the GEMM-weight fold's business, with its own rules);
+- the value depends on no symbolic size and computes no positions (an
+  ``arange``): a computation on parameters alone is the business of the
+  GEMM-weight fold and of :mod:`parameter_only_values_as_constants`, with their
+  own rules;
 - it depends on more than one symbol, on a symbol without an upper bound, or on
   anything but parameters, unmutated buffers, constants and sizes;
 - an op in it is impure or nondeterministic;
@@ -66,6 +84,9 @@ log = logging.getLogger(__name__)
 
 MAX_CONSTANT_BYTES = 64 * 2**20
 """Largest constant the pass stores: 64 MiB, e.g. WavLM large's bias (16 heads) up to about 20 s of audio."""
+
+_POSITIONS = {aten.arange.default, aten.arange.start, aten.arange.start_step}
+"""What a computation of a one-length program starts from when it depends on the length: positions."""
 
 _SIDE_EFFECT_CHECKS = {aten._assert_tensor_metadata.default, aten._assert_scalar.default, aten.sym_constrain_range_for_size.default}
 
@@ -149,7 +170,9 @@ class LengthOnlyValuesAsConstantsPass(ExportedProgramPass):
         computation = _computation(node, length_only)
         symbols = set().union(*(_free_symbols(n.meta.get("val")) for n in computation))
         if not symbols:
-            return "depends on no symbolic size"
+            if not any(n.target in _POSITIONS for n in computation):
+                return "depends on no size and computes no positions"
+            return self._store_whole(graph, node, computation, sources)
         if len(symbols) > 1:
             return f"depends on {len(symbols)} symbols"
         (symbol,) = symbols
@@ -182,6 +205,20 @@ class LengthOnlyValuesAsConstantsPass(ExportedProgramPass):
                     ends[size] = _linear_size_node(graph, symbol_node, size, origin=node)
                 cut = insert_op(graph, aten.slice.Tensor, (cut, d, 0, ends[size]), origin=node)
         replace_node(ep, node, cut)
+        return None
+
+    def _store_whole(
+        self,
+        graph: torch.fx.Graph,
+        node: torch.fx.Node,
+        computation: list[torch.fx.Node],
+        sources: dict[torch.fx.Node, torch.Tensor],
+    ) -> str | None:
+        """Replace ``node``, computed at the program's one length, by its value; ``None`` when done, else why not."""
+        value = _evaluate(computation, node, sources, None, 0)
+        if value.numel() * value.element_size() > MAX_CONSTANT_BYTES:
+            return f"{value.numel() * value.element_size() / 2**20:.0f} MiB, over the limit"
+        replace_node(self.exported_program, node, add_constant(self.exported_program, graph, f"{node.name}_value", value))
         return None
 
     def _length_input(self, symbol: sympy.Symbol) -> tuple[torch.fx.Node, int, _LinearSize] | None:
@@ -237,16 +274,17 @@ def _evaluate(
     computation: list[torch.fx.Node],
     node: torch.fx.Node,
     sources: dict[torch.fx.Node, torch.Tensor],
-    symbol: sympy.Symbol,
+    symbol: sympy.Symbol | None,
     symbol_value: int,
 ) -> torch.Tensor:
-    """The real value of ``node`` when ``symbol`` is ``symbol_value``."""
+    """The real value of ``node`` when ``symbol`` is ``symbol_value`` (``None``: every size is a number)."""
     env: dict[torch.fx.Node, Any] = {}
     for current in computation:
         if current in sources:
             env[current] = sources[current]
         elif current.target == aten.sym_size.int:
-            env[current] = int(current.meta["val"].node.expr.subs(symbol, symbol_value))
+            size = current.meta["val"]
+            env[current] = int(size.node.expr.subs(symbol, symbol_value)) if isinstance(size, torch.SymInt) else int(size)
         else:
             args, kwargs = torch.fx.map_arg((current.args, current.kwargs), lambda n: env[n])
             env[current] = current.target(*args, **kwargs)

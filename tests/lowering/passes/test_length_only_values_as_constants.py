@@ -1,14 +1,18 @@
-"""Values computed from the input length alone: a constant cut to the length, checked for every length."""
+"""Values computed from the input length alone: a constant cut to the length, checked for every length; at one
+length, the value itself."""
 
 from __future__ import annotations
 
 import torch
 from torch.export import Dim
+from torch.nn.utils.parametrizations import weight_norm
 
+import audiodeploy
+from audiodeploy.lowering import fidelity
 from audiodeploy.lowering.passes import length_only_values_as_constants
 from audiodeploy.lowering.passes.length_only_values_as_constants import LengthOnlyValuesAsConstantsPass
 from tests.lowering.passes.modules import relative_position_buckets
-from tests.pipeline import export_aten, lower_and_compare
+from tests.pipeline import export_aten, lower_and_compare, run_lowered
 
 FRAMES = Dim("frames", min=4, max=40)
 
@@ -39,8 +43,8 @@ class NormalizedPositions(torch.nn.Module):
         return x + positions[None, :, None]
 
 
-def _is_rewritten(module: torch.nn.Module, x: torch.Tensor, frames: Dim = FRAMES) -> bool:
-    ep = export_aten(module, (x,), dynamic_shapes=({1: frames},))
+def _is_rewritten(module: torch.nn.Module, x: torch.Tensor, frames: Dim | None = FRAMES) -> bool:
+    ep = export_aten(module, (x,), dynamic_shapes=None if frames is None else ({1: frames},))
     return LengthOnlyValuesAsConstantsPass(ep)(ep.graph_module).modified
 
 
@@ -78,3 +82,25 @@ def test_a_constant_over_the_size_limit_is_left_computed(monkeypatch):
 
 def test_does_nothing_on_a_program_without_length_only_values():
     assert not _is_rewritten(torch.nn.Linear(8, 8), torch.randn(1, 12, 8))
+
+
+def test_at_one_length_the_bias_is_stored_whole_and_fp32_and_int8_dynamic_are_one_delegate():
+    torch.manual_seed(0)
+    module = RelativePositionBias().eval()
+    x = torch.randn(1, 12, 8)
+    assert "aten.embedding" in lower_and_compare(module, (x,), rewrite=False).ops_outside_delegates
+    report = lower_and_compare(module, (x,))
+    assert (report.delegates, report.ops_outside_delegates) == (1, {})
+    assert "LengthOnlyValuesAsConstantsPass" in report.rewrites
+    # Left computed, the quantizer turned the bucket arithmetic's numbers into float tensors and calibration failed.
+    lowered = audiodeploy.lower(module, (x,), quantize="int8-dynamic")
+    method = lowered.report.methods["forward"]
+    assert (method.delegates, method.ops_outside_delegates) == (1, {}), str(lowered.report)
+    with torch.no_grad():
+        measured = fidelity.measure([module(x)], [run_lowered(lowered, (x,))])
+    assert measured["snr_db"] >= 30.0, measured
+
+
+def test_at_one_length_a_computation_on_parameters_alone_is_left_to_the_fold():
+    conv = weight_norm(torch.nn.Conv1d(8, 8, 3, padding=1))
+    assert not _is_rewritten(conv, torch.randn(1, 8, 12), frames=None)
