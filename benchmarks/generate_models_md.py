@@ -229,6 +229,38 @@ def int8_summary(results: list[dict]) -> list[str]:
     return lines + [""]
 
 
+def _mean(values: list[float]) -> float:
+    return sum(values) / len(values)
+
+
+def int8_fidelity_summary(results: list[dict]) -> list[str]:
+    """One row per model and length of `benchmarks/int8_fidelity.py`: both int8 runtimes on the same inputs."""
+    lines = [
+        "## int8 fidelity on more inputs (`python benchmarks/int8_fidelity.py`)",
+        "",
+        "The int8 table above measures fidelity on the one input the benchmark times. Here both int8 runtimes run "
+        "on the same several generated inputs per length, the timed one first: frame argmax agreement with eager "
+        "fp32 PyTorch and output SNR, their mean and, per input, ours / ONNX Runtime int8's. Nothing is timed.",
+        "",
+        "| model | input | measured | keep fp32 | argmax ours / ORT int8 (mean) | SNR ours / ORT int8 (mean) "
+        "| argmax per input, ours / ORT int8 |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for result in results:
+        for case in result["cases"]:
+            ours, theirs = (case["runtimes"][name] for name in _INT8)
+            per_input = ", ".join(
+                f"{a * 100:.1f} / {b * 100:.1f}" for a, b in zip(ours["argmax_agreement"], theirs["argmax_agreement"])
+            )
+            lines.append(
+                f"| {result['target']['recipe']} {result['target']['variant']} | {case['seconds']:g} s ({case['frames']} frames) "
+                f"| {result['machine']['date'][:10]} | {', '.join(f'`{p}`' for p in result['keep_fp32'])} "
+                f"| {_mean(ours['argmax_agreement']) * 100:.1f}% / {_mean(theirs['argmax_agreement']) * 100:.1f}% "
+                f"| {_mean(ours['snr_db']):.1f} / {_mean(theirs['snr_db']):.1f} dB | {per_input} |"
+            )
+    return lines + [""]
+
+
 def _where(machine: dict, transport: dict) -> str:
     extensions = machine.get("vector_extensions")  # recorded since 2026-11-30
     here = f"{machine['processor'] or machine['machine']}, {machine['cpu_count']} CPUs" + (
@@ -320,6 +352,9 @@ def render(results: list[dict] | None = None) -> str:
     int8 = [r for r in local if set(_INT8) & set(r["runtimes"])]
     if int8:
         lines += int8_summary(int8)
+    fidelity = [r for r in results if r.get("benchmark") == "int8-fidelity"]
+    if fidelity:
+        lines += int8_fidelity_summary(fidelity)
     if bench:
         for result in bench:
             lines += bench_section(result)

@@ -60,3 +60,22 @@ def test_models_md_lists_an_int8_run_in_the_latency_table_only_where_no_fp32_com
     one_second = [row for row in latency_table if row.startswith("| wav2vec2 base | 1 s |")]
     assert one_second == ["| wav2vec2 base | 1 s | 2026-11-29 | 241 ms (52) | 1,314 ms (53) | 346 ms | 170 ms | 0.183 | 0.697 | 1.42 |"]
     assert any(row.startswith("| wav2vec2 base | 10 s |") for row in latency_table)
+
+
+def test_models_md_puts_int8_fidelity_records_in_one_table():
+    def record(variant: str, ours: list[float], theirs: list[float]) -> dict:
+        figures = {
+            "audiodeploy-int8": {"argmax_agreement": ours, "snr_db": [31.0, 31.2]},
+            "onnxruntime-int8": {"argmax_agreement": theirs, "snr_db": [27.7, 27.5]},
+        }
+        return {
+            "schema": "audiodeploy.int8-fidelity/1", "benchmark": "int8-fidelity", "name": f"wavlm-{variant}-int8-fidelity",
+            "target": {"recipe": "wavlm", "variant": variant}, "keep_fp32": ["*.lm_head"],
+            "machine": {"date": "2026-12-01T20:00:00+00:00"},
+            "cases": [{"seconds": 10.0, "frames": 499, "seeds": [1, 2], "runtimes": figures}],
+        }  # fmt: skip
+
+    markdown = load("generate_models_md").render([record("large", [0.968, 0.966], [0.980, 0.954]), record("base-plus", [0.9, 0.9], [0.8, 0.8])])
+    assert markdown.count("## int8 fidelity on more inputs") == 1
+    assert "| wavlm large | 10 s (499 frames) | 2026-12-01 | `*.lm_head` | 96.7% / 96.7% | 31.1 / 27.6 dB | 96.8 / 98.0, 96.6 / 95.4 |" in markdown
+    assert "| wavlm base-plus | 10 s (499 frames) |" in markdown
