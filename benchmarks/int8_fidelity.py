@@ -9,6 +9,8 @@ first input (seed 1) is the one `audiodeploy bench` times, so the first column o
 
     python benchmarks/int8_fidelity.py                       # the six speech encoders, 1 s and 10 s, 4 inputs
     python benchmarks/int8_fidelity.py wavlm-large --inputs 8
+    python benchmarks/int8_fidelity.py wavlm-large --keep-fp32 '*.feature_extractor.*' --keep-fp32 '*.lm_head' \
+        --name wavlm-large-feature-encoder-fp32-int8-fidelity
 
 Writes benchmarks/results/<name>-int8-fidelity.json per model; `generate_models_md.py` puts them in one table.
 Nothing is timed: the machine's load does not matter here.
@@ -45,12 +47,20 @@ MODELS = {
 RUNTIMES = ("audiodeploy-int8", "onnxruntime-int8")
 
 
-def measure(name: str, inputs_per_length: int, threads: int, log=print) -> dict:
-    """The record of one model: per length and input, each int8 runtime's argmax agreement and SNR against eager."""
+def measure(
+    name: str, inputs_per_length: int, threads: int, keep_fp32: tuple[str, ...] = (), record_name: str | None = None,
+    log=print,
+) -> dict:
+    """The record of one model: per length and input, each int8 runtime's argmax agreement and SNR against eager.
+
+    ``keep_fp32``: the patterns of GEMMs audiodeploy keeps fp32, as ``export --keep-fp32`` takes them; none: the
+    recipe's default. ``record_name``: default ``<name>-int8-fidelity``.
+    """
     recipe_name, variant = MODELS[name]
     recipe = recipes.get(recipe_name)
     built = recipe.build(variant=variant, length_range=LengthRange(min(SECONDS), max(SECONDS)))
-    module, scheme, keep_fp32 = built.module, int8_scheme(recipe.int8_schemes), recipe.default_keep_fp32(built.source)
+    module, scheme = built.module, int8_scheme(recipe.int8_schemes)
+    keep_fp32 = keep_fp32 or recipe.default_keep_fp32(built.source)
     log(f"{name}: lowering {scheme} (keep fp32: {', '.join(keep_fp32)}); ONNX export and quantize_dynamic")
     runtimes = {
         "audiodeploy-int8": lower_module(
@@ -92,7 +102,7 @@ def measure(name: str, inputs_per_length: int, threads: int, log=print) -> dict:
     return {
         "schema": SCHEMA,
         "benchmark": "int8-fidelity",
-        "name": f"{name}-int8-fidelity",
+        "name": record_name or f"{name}-int8-fidelity",
         "target": {"recipe": built.recipe, "variant": built.variant, "source": built.source, "weights": built.weights_provenance},
         "scheme": scheme,
         "keep_fp32": list(keep_fp32),
@@ -112,17 +122,25 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("names", nargs="*", help=f"which (default: all): {', '.join(MODELS)}")
     parser.add_argument("--inputs", type=int, default=4, help="inputs per length (default: 4)")
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument(
+        "--keep-fp32", action="append", default=[], metavar="PATTERN",
+        help="GEMMs audiodeploy keeps fp32, as `export --keep-fp32` (repeatable; default: the recipe's)",
+    )  # fmt: skip
+    parser.add_argument("--name", help="the record's name, with one model (default: <model>-int8-fidelity)")
+    parser.add_argument("--results", type=Path, default=RESULTS, help=f"where the records go (default: {RESULTS})")
     args = parser.parse_args(argv)
     unknown = [n for n in args.names if n not in MODELS]
     if unknown:
         parser.error(f"unknown: {', '.join(unknown)}; choose among {', '.join(MODELS)}")
     if args.inputs < 1:
         parser.error("--inputs must be at least 1")
+    if args.name and len(args.names) != 1:
+        parser.error("--name names one model's record: give one model")
     threads = set_threads(args.threads)
     for name in args.names or list(MODELS):
         start = time.perf_counter()
-        record = measure(name, args.inputs, threads)
-        path = RESULTS / f"{record['name']}.json"
+        record = measure(name, args.inputs, threads, tuple(args.keep_fp32), args.name)
+        path = args.results / f"{record['name']}.json"
         atomic_write_text(path, json.dumps(record, indent=1) + "\n")
         print(f"wrote {path} in {time.perf_counter() - start:.0f} s", flush=True)
     return 0
