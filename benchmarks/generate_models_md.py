@@ -98,12 +98,9 @@ def _fp32_comparisons(results: list[dict]):
     def key(result: dict, case: dict) -> tuple[str, str]:
         return _what(result), _input(case, result["target"])
 
-    def is_int8(result: dict) -> bool:
-        return bool(set(_INT8) & set(result["runtimes"]))
-
-    fp32 = {key(result, case) for result, case, _ in _cases(results) if not is_int8(result)}
+    fp32 = {key(result, case) for result, case, _ in _cases(results) if not _is_int8(result)}
     for result, case, figures in _cases(results):
-        if not is_int8(result) or key(result, case) not in fp32:
+        if not _is_int8(result) or key(result, case) not in fp32:
             yield result, case, figures
 
 
@@ -187,6 +184,11 @@ def device_summary(results: list[dict]) -> list[str]:
 
 
 _INT8 = ("audiodeploy-int8", "onnxruntime-int8")
+
+
+def _is_int8(result: dict) -> bool:
+    """Whether a bench record compared an int8 runtime."""
+    return bool(set(_INT8) & set(result["runtimes"]))
 
 
 def int8_summary(results: list[dict]) -> list[str]:
@@ -349,7 +351,7 @@ def render(results: list[dict] | None = None) -> str:
         lines += bench_summary(local)
     if devices:
         lines += device_summary(devices)
-    int8 = [r for r in local if set(_INT8) & set(r["runtimes"])]
+    int8 = [r for r in local if _is_int8(r)]
     if int8:
         lines += int8_summary(int8)
     fidelity = [r for r in results if r.get("benchmark") == "int8-fidelity"]
