@@ -213,7 +213,7 @@ def export(
     keep: tuple[str, ...] = ()
     calibration = None
     if quantize is not None:
-        keep = tuple(keep_fp32) if keep_fp32 else recipe_.default_keep_fp32(chosen_source)
+        keep = tuple(keep_fp32) if keep_fp32 else recipe_.default_keep_fp32(chosen_source, chosen_variant)
         if files is not None:
             calibration = calibration_inputs(built, files)
         elif quantize == "int8-static":

@@ -177,6 +177,16 @@ def torchaudio_model_arguments(architecture: SpeechEncoderArchitecture, num_outp
     }
 
 
+# `int8_keep_fp32` of a variant whose later feature-encoder convolutions are sensitive too: every convolution
+# of the feature encoder and the CTC head stay fp32 (the recipe's default keeps only the first convolution).
+WHOLE_FEATURE_ENCODER_KEEP_FP32 = MappingProxyType(
+    {
+        "transformers": ("*.feature_extractor.*", "*.lm_head"),
+        "torchaudio": ("*.feature_extractor.*", "*.aux"),
+    }
+)
+
+
 @dataclass(frozen=True)
 class _Loaded:
     """A library model as built or loaded, before `_build` wraps it for export."""
@@ -212,7 +222,8 @@ class SpeechEncoderRecipe(Recipe[SpeechEncoderArchitecture]):
     # 0.3x program size: base wav2vec2 with them 116 MiB (0.32x), logits SNR 33.2 dB; without them 0.26x,
     # 29-30 dB, against ONNX Runtime int8's 25-26 dB (benchmarks/results/*-int8.json). The export wrapper's
     # module paths differ by source: transformers `model.<family>.feature_extractor.conv_layers.N.conv` and
-    # `model.lm_head`; torchaudio `model.feature_extractor.conv_layers.N.conv` and `model.aux`.
+    # `model.lm_head`; torchaudio `model.feature_extractor.conv_layers.N.conv` and `model.aux`. WavLM large
+    # measured more sensitive and keeps the whole feature encoder (recipes/wavlm.py).
     int8_keep_fp32 = MappingProxyType(
         {
             "transformers": ("*.feature_extractor.conv_layers.0.*", "*.lm_head"),

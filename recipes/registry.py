@@ -79,7 +79,7 @@ class Recipe(ABC, Generic[ArchitectureT]):
     int8_keep_fp32: Mapping[str, tuple[str, ...]] = MappingProxyType({})
     """Per source: the module-name patterns (`keep_fp32` of `audiodeploy.lower`, fnmatch on the export
     wrapper's module paths) whose GEMMs stay fp32 by default when the model is quantized; a source not
-    named keeps nothing. See `default_keep_fp32`."""
+    named keeps nothing. A variant may declare its own (`Variant.int8_keep_fp32`). See `default_keep_fp32`."""
 
     @property
     def default_variant(self) -> str:
@@ -127,9 +127,11 @@ class Recipe(ABC, Generic[ArchitectureT]):
             raise QuantizationSchemeError(f"recipe '{self.name}' cannot be quantized as '{scheme}': {remedy}")
         return scheme
 
-    def default_keep_fp32(self, source: str | None = None) -> tuple[str, ...]:
-        """The patterns whose GEMMs stay fp32 by default when the model built from `source` is quantized."""
-        return tuple(self.int8_keep_fp32.get(self.source(source), ()))
+    def default_keep_fp32(self, source: str | None = None, variant: str | None = None) -> tuple[str, ...]:
+        """The patterns whose GEMMs stay fp32 by default when `variant` built from `source` is quantized: the
+        variant's own when it declares them, else the recipe's."""
+        declared = self.variant(variant).int8_keep_fp32
+        return tuple((self.int8_keep_fp32 if declared is None else declared).get(self.source(source), ()))
 
     def build(
         self,
@@ -251,7 +253,8 @@ def register(recipe_class: RecipeClass) -> RecipeClass:
     names = [v.name for v in recipe.variants]
     if len(set(names)) != len(names):
         raise RegistrationError(f"recipe '{recipe.name}' declares a variant name twice: {', '.join(names)}")
-    unknown_sources = sorted(set(recipe.int8_keep_fp32) - set(recipe.sources))
+    declared_keep_fp32 = [recipe.int8_keep_fp32] + [v.int8_keep_fp32 for v in recipe.variants if v.int8_keep_fp32]
+    unknown_sources = sorted(set().union(*declared_keep_fp32) - set(recipe.sources))
     if unknown_sources:
         raise RegistrationError(
             f"recipe '{recipe.name}' declares int8_keep_fp32 for sources it does not have: {', '.join(unknown_sources)}"

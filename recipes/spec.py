@@ -9,6 +9,7 @@ without importing any recipe.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Generic, Protocol, Self, TypeVar
 
@@ -132,6 +133,9 @@ class Variant(Generic[ArchitectureT]):
     hidden: bool = False
     atol: float | None = None
     """Tolerance against eager when it differs from the recipe's (an output of another scale)."""
+    int8_keep_fp32: Mapping[str, tuple[str, ...]] | None = None
+    """Per source, the patterns kept fp32 by default when quantized, when they differ from the recipe's
+    `int8_keep_fp32` (a variant measured to be more sensitive)."""
 
 
 class _Shrinkable(Protocol):
@@ -145,7 +149,7 @@ ShrinkableT = TypeVar("ShrinkableT", bound=_Shrinkable)
 
 def tiny_variant(name: str, of: Variant[ShrinkableT], description: str) -> Variant[ShrinkableT]:
     """A hidden variant with the layout of the published variant `of` at test size (`architecture.tiny()`),
-    with no checkpoint and the tolerance of `of`."""
+    with no checkpoint, and the tolerance and int8 defaults of `of`."""
     return Variant(
         name=name,
         description=description,
@@ -153,6 +157,7 @@ def tiny_variant(name: str, of: Variant[ShrinkableT], description: str) -> Varia
         checkpoint=None,
         hidden=True,
         atol=of.atol,
+        int8_keep_fp32=of.int8_keep_fp32,
     )
 
 

@@ -223,7 +223,7 @@ def _recipe_cases(request: BenchRequest, transport, threads: int | None, log: Lo
         cases.append(_Case(s, length, inputs, built.input.seconds(length), expected, ctc=built.output.kind == "ctc-logits"))
 
     names = ("audiodeploy", *request.compare)
-    keep_fp32 = recipe.default_keep_fp32(built.source)
+    keep_fp32 = recipe.default_keep_fp32(built.source, built.variant)
     scheme = int8_scheme(recipe.int8_schemes)
     runtimes: list[Runtime] = []
     if transport.programs_per_length:

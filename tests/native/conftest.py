@@ -118,7 +118,8 @@ def recipe_programs(tmp_path_factory):
         if (name, quantize) not in made:
             recipe = recipes.get(name)
             built = recipe.build(variant="tiny")
-            options = {"quantize": quantize, "keep_fp32": recipe.default_keep_fp32(built.source)} if quantize else {}
+            keep_fp32 = recipe.default_keep_fp32(built.source, built.variant)
+            options = {"quantize": quantize, "keep_fp32": keep_fp32} if quantize else {}
             lowered = audiodeploy.lower(built.module, built.example_inputs, dynamic_shapes=built.dynamic_shapes, **options)
             path = lowered.save(tmp_path_factory.mktemp(name) / f"{name}-tiny-{quantize or 'fp32'}.pte")
             inputs = built.random_inputs(built.input.length_for_seconds(0.25), seed=1)

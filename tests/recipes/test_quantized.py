@@ -84,23 +84,43 @@ def test_every_recipe_declares_known_schemes_and_keep_fp32_for_its_own_sources()
     assert recipes.get("wav2vec2").describe()["int8_schemes"] == ["int8-dynamic", "int8-static"]
 
 
-@pytest.mark.parametrize("name", SPEECH_ENCODERS)
-@pytest.mark.parametrize("source", ["transformers", "torchaudio"])
-def test_speech_encoder_keep_fp32_defaults_name_the_first_convolution_and_the_ctc_head(name, source):
+def kept_fp32_gemms(name: str, variant: str, source: str) -> list[str]:
+    """The innermost module path of every GEMM of the exported tiny `variant` that the default keep_fp32
+    patterns name; fails on a pattern that names no GEMM."""
     recipe = recipes.get(name)
-    built = recipe.build(variant="tiny", source=source, length_range=TEST_RANGE["ctc-asr"])
+    built = recipe.build(variant=variant, source=source, length_range=TEST_RANGE["ctc-asr"])
     program = torch.export.export(built.module, built.example_inputs, dynamic_shapes=built.dynamic_shapes)
     innermost = [
         list(node.meta["nn_module_stack"].values())[-1][0]
         for node in program.graph.nodes
         if node.op == "call_function" and node.target in GEMMS
     ]
-    patterns = recipe.default_keep_fp32(source)
-    kept = [path for path in innermost if any(fnmatch.fnmatchcase(path, p) for p in patterns)]
+    patterns = recipe.default_keep_fp32(source, variant)
+    assert all(any(fnmatch.fnmatchcase(path, p) for path in innermost) for p in patterns)  # no dead pattern
+    return [path for path in innermost if any(fnmatch.fnmatchcase(path, p) for p in patterns)]
+
+
+@pytest.mark.parametrize("name", SPEECH_ENCODERS)
+@pytest.mark.parametrize("source", ["transformers", "torchaudio"])
+def test_speech_encoder_keep_fp32_defaults_name_the_first_convolution_and_the_ctc_head(name, source):
+    kept = kept_fp32_gemms(name, "tiny", source)
     head = "model.lm_head" if source == "transformers" else "model.aux"
     assert head in kept and any(path.endswith("feature_extractor.conv_layers.0.conv") for path in kept), kept
     assert len(kept) == 2, kept  # the convolution on raw samples and the head, nothing else
-    assert all(any(fnmatch.fnmatchcase(path, p) for path in innermost) for p in patterns)  # no dead pattern
+
+
+@pytest.mark.parametrize("source", ["transformers", "torchaudio"])
+def test_wavlm_large_keeps_its_whole_feature_encoder_and_the_ctc_head_fp32(source):
+    wavlm = recipes.get("wavlm")
+    kept = kept_fp32_gemms("wavlm", "tiny-large", source)
+    head = "model.lm_head" if source == "transformers" else "model.aux"
+    convolutions = len(wavlm.variant("large").architecture.feature_encoder)
+    assert kept[-1] == head and len(kept) == convolutions + 1, kept
+    assert [path.rsplit(".", 2)[-2] for path in kept[:-1]] == [str(n) for n in range(convolutions)], kept
+    # The test-size variant declares what the published one does; the other variants keep the recipe's.
+    assert wavlm.default_keep_fp32(source, "tiny-large") == wavlm.default_keep_fp32(source, "large")
+    assert wavlm.default_keep_fp32(source, "base-plus") == wavlm.default_keep_fp32(source)
+    assert recipes.get("wav2vec2").default_keep_fp32(source, "large") == recipes.get("wav2vec2").default_keep_fp32(source)
 
 
 @pytest.mark.parametrize(
@@ -164,7 +184,7 @@ def quantized_encoder():
         built.example_inputs,
         dynamic_shapes=built.dynamic_shapes,
         quantize="int8-dynamic",
-        keep_fp32=recipe.default_keep_fp32(built.source),
+        keep_fp32=recipe.default_keep_fp32(built.source, built.variant),
     )
     return built, lowered
 
@@ -207,7 +227,7 @@ def quantized_vocoder(audio_dir, request):
         dynamic_shapes=built.dynamic_shapes,
         quantize=recipe.check_int8_scheme("int8-static"),
         calibration=calibration,
-        keep_fp32=recipe.default_keep_fp32(built.source),
+        keep_fp32=recipe.default_keep_fp32(built.source, built.variant),
     )
     return built, calibration, lowered
 

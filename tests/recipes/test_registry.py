@@ -6,6 +6,7 @@ import json
 import subprocess
 import sys
 from dataclasses import dataclass
+from types import MappingProxyType
 
 import pytest
 import torch
@@ -230,3 +231,38 @@ def test_a_hidden_default_variant_is_refused():
 
     with pytest.raises(RegistrationError):
         register(HiddenDefault)
+
+
+def test_keep_fp32_declared_for_a_source_the_recipe_lacks_is_refused_on_the_recipe_or_a_variant():
+    class RecipeKeepsForOtherSource(GainRecipe):
+        name = "test-keep-recipe"
+        int8_keep_fp32 = MappingProxyType({"transformers": ("*.weight",)})
+
+    class VariantKeepsForOtherSource(GainRecipe):
+        name = "test-keep-variant"
+        variants = GainRecipe.variants + (
+            Variant("triple", "gain 3", GainArchitecture(3.0), None, int8_keep_fp32={"onnx": ("*",)}),
+        )
+
+    for declaration in (RecipeKeepsForOtherSource, VariantKeepsForOtherSource):
+        with pytest.raises(RegistrationError) as caught:
+            register(declaration)
+        assert_one_line(caught.value, f"'{declaration.name}' declares int8_keep_fp32 for sources it does not have")
+        assert declaration.name not in recipes.available()
+
+
+def test_a_variant_keep_fp32_replaces_the_recipe_default_for_that_variant_only():
+    class KeepsPerVariant(GainRecipe):
+        name = "test-keep-per-variant"
+        int8_keep_fp32 = MappingProxyType({"torch": ("recipe.*",)})
+        variants = GainRecipe.variants + (
+            Variant("triple", "gain 3", GainArchitecture(3.0), None, int8_keep_fp32={"torch": ("variant.*",)}),
+        )
+
+    register(KeepsPerVariant)
+    try:
+        recipe = recipes.get("test-keep-per-variant")
+        assert recipe.default_keep_fp32() == recipe.default_keep_fp32("torch", "double") == ("recipe.*",)
+        assert recipe.default_keep_fp32("torch", "triple") == ("variant.*",)
+    finally:
+        unregister("test-keep-per-variant")
