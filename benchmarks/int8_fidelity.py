@@ -9,8 +9,8 @@ first input (seed 1) is the one `audiodeploy bench` times, so the first column o
 
     python benchmarks/int8_fidelity.py                       # the six speech encoders, 1 s and 10 s, 4 inputs
     python benchmarks/int8_fidelity.py wavlm-large --inputs 8
-    python benchmarks/int8_fidelity.py wavlm-large --keep-fp32 '*.feature_extractor.*' --keep-fp32 '*.lm_head' \
-        --name wavlm-large-feature-encoder-fp32-int8-fidelity
+    python benchmarks/int8_fidelity.py wavlm-large --keep-fp32 '*.feature_extractor.conv_layers.0.*' \
+        --keep-fp32 '*.lm_head' --name wavlm-large-first-convolution-fp32-int8-fidelity
 
 Writes benchmarks/results/<name>-int8-fidelity.json per model; `generate_models_md.py` puts them in one table.
 Nothing is timed: the machine's load does not matter here.
