@@ -20,7 +20,8 @@ def asr_model(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="session")
 def vocoder_model(tmp_path_factory) -> Path:
+    # tiny-v3: HiFi-GAN's type-2 residual blocks, 23 convolutions, lower in a third of tiny's (78) time.
     directory = tmp_path_factory.mktemp("vocoder")
-    result = audiodeploy("export", "hifigan", "--variant", "tiny", "--min-seconds", "0.1", "--max-seconds", "1", "-o", str(directory / "v.pte"))
+    result = audiodeploy("export", "hifigan", "--variant", "tiny-v3", "--min-seconds", "0.1", "--max-seconds", "1", "-o", str(directory / "v.pte"))
     assert result.returncode == 0, result.stderr
     return directory / "v.pte"

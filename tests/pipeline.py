@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+import functools
+from typing import TYPE_CHECKING, Any, Sequence
 
 import torch
 
 import audiodeploy
 from audiodeploy.lowering import LoweredProgram, MethodReport
 from audiodeploy.runtime import Program
+
+if TYPE_CHECKING:
+    from audiodeploy.recipes import BuiltModel
 
 FP32_ATOL = 1e-5
 FP32_RTOL = 1e-4
@@ -52,3 +56,26 @@ def lower_and_compare(
     for case in (inputs, *also_run):
         assert_matches_eager(lowered, module, case, atol=atol)
     return lowered.report.methods["forward"]
+
+
+def lowered_tiny_recipe(name: str, variant: str = "tiny", source: str | None = None) -> tuple[BuiltModel, LoweredProgram]:
+    """A recipe's tiny variant built with seed 0 and lowered in fp32 with audiodeploy's defaults, once per session.
+
+    Several test files assert different things about this same program (every GEMM delegated, the recipe's own
+    structure, the native runner's numbers): lowering a tiny recipe takes 10-45 s here, the program is shared.
+    Speech encoders take their recipe's 1-10 s; vocoders 0.1-0.5 s of audio. Treat both as read-only.
+    """
+    from audiodeploy import recipes
+
+    recipe = recipes.get(name)
+    return _lowered_tiny_recipe(name, recipe.variant(variant).name, recipe.source(source))
+
+
+@functools.cache
+def _lowered_tiny_recipe(name: str, variant: str, source: str) -> tuple[BuiltModel, LoweredProgram]:
+    from audiodeploy import recipes
+
+    recipe = recipes.get(name)
+    length_range = recipes.LengthRange(0.1, 0.5) if recipe.task == "vocoder" else None
+    built = recipe.build(variant=variant, source=source, length_range=length_range)
+    return built, audiodeploy.lower(built.module, built.example_inputs, dynamic_shapes=built.dynamic_shapes)

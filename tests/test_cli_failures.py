@@ -247,7 +247,7 @@ def test_a_mel_with_one_nan_writes_no_wav(vocoder_model, tmp_path):
 
 
 def test_export_says_what_it_folded_in_one_line_and_every_fold_with_verbose(tmp_path):
-    quiet = audiodeploy("export", "hifigan", "--variant", "tiny", "--seconds", "0.2", "-o", str(tmp_path / "v.pte"))
+    quiet = audiodeploy("export", "hifigan", "--variant", "tiny-v3", "--seconds", "0.2", "-o", str(tmp_path / "v.pte"))
     assert quiet.returncode == 0, quiet.stderr
     assert "computed weight(s)" in quiet.stdout and " <- " not in quiet.stdout
     for noise in ("_pytree", "register_constant", "cpuinfo", "Warning", "W1"):

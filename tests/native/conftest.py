@@ -13,6 +13,7 @@ from torch.export import Dim
 
 import audiodeploy
 from audiodeploy.native import BuiltRunner, build_runner
+from tests.pipeline import lowered_tiny_recipe
 
 CHANNELS = 4
 MAX_LENGTH = 64
@@ -116,11 +117,15 @@ def recipe_programs(tmp_path_factory):
 
     def get(name: str, quantize: str | None = None) -> RecipeProgram:
         if (name, quantize) not in made:
-            recipe = recipes.get(name)
-            built = recipe.build(variant="tiny")
-            keep_fp32 = recipe.default_keep_fp32(built.source, built.variant)
-            options = {"quantize": quantize, "keep_fp32": keep_fp32} if quantize else {}
-            lowered = audiodeploy.lower(built.module, built.example_inputs, dynamic_shapes=built.dynamic_shapes, **options)
+            if quantize is None:
+                built, lowered = lowered_tiny_recipe(name)  # the program tests/recipes/test_lowered.py checks
+            else:
+                recipe = recipes.get(name)
+                built = recipe.build(variant="tiny")
+                lowered = audiodeploy.lower(
+                    built.module, built.example_inputs, dynamic_shapes=built.dynamic_shapes, quantize=quantize,
+                    keep_fp32=recipe.default_keep_fp32(built.source, built.variant),
+                )  # fmt: skip
             path = lowered.save(tmp_path_factory.mktemp(name) / f"{name}-tiny-{quantize or 'fp32'}.pte")
             inputs = built.random_inputs(built.input.length_for_seconds(0.25), seed=1)
             made[name, quantize] = RecipeProgram(name, path, built, inputs)

@@ -13,10 +13,9 @@ import pytest
 import torch
 import torchaudio.functional
 
-import audiodeploy
 from audiodeploy import recipes
 from audiodeploy.recipes import LengthRange, MelSpectrogram, WeightsError, WeightsMismatchError
-from tests.pipeline import run_lowered
+from tests.pipeline import lowered_tiny_recipe, run_lowered
 from tests.recipes.helpers import assert_one_line
 
 TEST_RANGE = LengthRange(0.1, 0.5)
@@ -48,12 +47,14 @@ def save_pretrained(built: recipes.BuiltModel, directory, **config_changes) -> N
 
 @pytest.fixture(scope="module")
 def tiny():
-    return bigvgan("tiny")
+    built, _ = lowered_tiny_recipe("bigvgan")
+    assert built.length_range == TEST_RANGE
+    return built
 
 
 @pytest.fixture(scope="module")
-def lowered(tiny):
-    return audiodeploy.lower(tiny.module, tiny.example_inputs, dynamic_shapes=tiny.dynamic_shapes)
+def lowered():
+    return lowered_tiny_recipe("bigvgan")[1]
 
 
 def test_fp32_tiny_lowers_to_one_delegate_with_the_activations_inside_and_every_weight_norm_folded(tiny, lowered):

@@ -13,7 +13,7 @@ import torch
 import audiodeploy
 from audiodeploy import recipes
 from audiodeploy.recipes import LengthRange, MelSpectrogram, WeightsError, WeightsMismatchError
-from tests.pipeline import run_lowered
+from tests.pipeline import lowered_tiny_recipe, run_lowered
 from tests.recipes.helpers import assert_exports_like_eager, assert_one_line, weight_norm_on_parameters
 
 # conv_pre, an upsampler per stage, the residual blocks' convolutions (type "1": 3 x 6 per stage; type "2":
@@ -23,9 +23,10 @@ TEST_RANGE = LengthRange(0.1, 0.5)
 ORIGINAL_FRONT_END = MelSpectrogram("hifigan", 22_050, 80, 256, 1024, 0.0, 8000.0, n_fft=1024)
 
 
-def lower_over_its_range(built: recipes.BuiltModel) -> audiodeploy.lowering.MethodReport:
-    """Lower `built` for its length range; at its shortest and longest input the program matches eager."""
-    lowered = audiodeploy.lower(built.module, built.example_inputs, dynamic_shapes=built.dynamic_shapes)
+def lower_over_its_range(variant: str) -> tuple[recipes.BuiltModel, audiodeploy.lowering.MethodReport]:
+    """`variant` lowered over TEST_RANGE; at its shortest and longest input the program matches eager."""
+    built, lowered = lowered_tiny_recipe("hifigan", variant)
+    assert built.length_range == TEST_RANGE
     for length in (built.input.min_length, built.input.max_length):
         inputs = built.random_inputs(length, seed=length)
         with torch.no_grad():
@@ -33,7 +34,7 @@ def lower_over_its_range(built: recipes.BuiltModel) -> audiodeploy.lowering.Meth
         actual = run_lowered(lowered, inputs)
         assert actual.shape == (1, length * 256)
         torch.testing.assert_close(actual, expected, atol=built.atol, rtol=0)
-    return lowered.report.methods["forward"]
+    return built, lowered.report.methods["forward"]
 
 
 def write_checkpoint(generator: torch.nn.Module, path) -> None:
@@ -56,7 +57,7 @@ def waveform(built: recipes.BuiltModel, frames: int = 40) -> torch.Tensor:
 
 @pytest.mark.parametrize("variant", ["tiny", "tiny-v3"], ids=["resblock1", "resblock2"])
 def test_fp32_tiny_lowers_to_one_delegate_with_every_convolution_folded(variant):
-    built = recipes.get("hifigan").build(variant, length_range=TEST_RANGE)
+    built, report = lower_over_its_range(variant)
     assert built.weights_provenance == f"synthetic (seed 0) from the test-size '{variant}' configuration"
     assert (built.sample_rate, built.input.samples_per_step, built.atol) == (22_050, 256, 1e-3)
     assert built.mel == ORIGINAL_FRONT_END
@@ -64,8 +65,6 @@ def test_fp32_tiny_lowers_to_one_delegate_with_every_convolution_folded(variant)
     assert sum(hasattr(conv, "weight_g") for conv in generator.convolutions()) == CONVOLUTIONS[variant]
     # Audible synthetic weights: the tolerance means something against this amplitude.
     assert 0.05 < waveform(built).std() < 0.6
-
-    report = lower_over_its_range(built)
     assert report.delegates == 1, report.ops_outside_delegates
     assert len(report.folds) == CONVOLUTIONS[variant] and report.not_folded == ()
     assert report.gemms_not_delegated == ()

@@ -11,7 +11,7 @@ import torchaudio
 import audiodeploy
 from audiodeploy import recipes
 from audiodeploy.recipes import LengthRange, MelSpectrogram, WeightsError, WeightsMismatchError
-from tests.pipeline import run_lowered
+from tests.pipeline import lowered_tiny_recipe, run_lowered
 from tests.recipes.helpers import assert_one_line
 
 TEST_RANGE = LengthRange(0.1, 0.5)
@@ -73,8 +73,9 @@ def waveform(built: recipes.BuiltModel, frames: int = 40) -> torch.Tensor:
 
 @pytest.fixture(scope="module")
 def tiny() -> tuple[recipes.BuiltModel, audiodeploy.lowering.LoweredProgram]:
-    built = recipes.get("vocos").build("tiny", length_range=TEST_RANGE)
-    return built, audiodeploy.lower(built.module, built.example_inputs, dynamic_shapes=built.dynamic_shapes)
+    built, lowered = lowered_tiny_recipe("vocos")
+    assert built.length_range == TEST_RANGE
+    return built, lowered
 
 
 def test_fp32_tiny_lowers_to_one_delegate_inverse_stft_included(tiny):
