@@ -59,7 +59,7 @@ for _name, _recipe, _variant in (
 ):
     CASES[_name] = [_recipe, "--variant", _variant, "--seconds", "1", *STOCK_AND_EAGER]
 
-# Every vocoder at both lengths, against eager and ONNX Runtime; one of each HiFi-GAN kind also in int8-static
+# Every vocoder at both lengths, against eager and ONNX Runtime; one of each HiFi-GAN kind and Vocos also in int8-static
 # (calibrated on generated signals), to say which precision its default export should be.
 VOCODER_COMPARE = ["--compare", "eager,onnxruntime", "--runs", "5", "--warmup", "1"]
 BIG_VOCODER_COMPARE = ["--compare", "eager,onnxruntime", "--runs", "3", "--warmup", "1"]
@@ -70,7 +70,7 @@ for _recipe, _variant, _compare in (
     # BigVGAN v2 is 112-122 M parameters: three timed runs a runtime.
     ("bigvgan", "v2-22khz-80band-256x", BIG_VOCODER_COMPARE), ("bigvgan", "v2-24khz-100band-256x", BIG_VOCODER_COMPARE),
     ("bigvgan", "v2-44khz-128band-512x", BIG_VOCODER_COMPARE),
-    ("vocos", "mel-24khz", VOCODER_COMPARE),
+    ("vocos", "mel-24khz", VOCODER_INT8_COMPARE),
 ):  # fmt: skip
     CASES[f"{_recipe}-{_variant}"] = [_recipe, "--variant", _variant, *BOTH_LENGTHS, *_compare]
 

@@ -12,7 +12,8 @@ Each measure takes ``(reference, actual)`` tensors of the same shape and returns
 
 A log-mel distance needs a mel front end, which the lowering core does not have: pass
 ``log_mel_distance(log_mel)`` with the caller's front end (any callable ``waveform -> log-mel``,
-floored as the model's own front end floors it, as vocoder recipes' ``built.mel`` is).
+floored as the model's own front end floors it, as vocoder recipes' ``built.mel`` is). It is given one
+waveform at a time: the rows of a pool of same-length waveforms are taken one by one.
 
 :func:`measure` pools every input's outputs (flattened to ``[-1, last dim]`` and concatenated), so
 an SNR is the energy ratio over all inputs, not a mean of per-input ratios. Outputs whose last
@@ -66,7 +67,10 @@ def log_mel_distance(log_mel: Callable[[torch.Tensor], torch.Tensor]) -> Measure
 
     def distance(reference: torch.Tensor, actual: torch.Tensor) -> float:
         reference, actual = _float(reference, actual)
-        return (log_mel(reference) - log_mel(actual)).abs().mean().item()
+        # measure() pools waveforms of one length as rows, one per input: a front end takes one waveform.
+        rows = reference.dim() == 2 and reference.shape[0] > 1
+        pairs = zip(reference, actual) if rows else [(reference, actual)]
+        return torch.cat([(log_mel(r) - log_mel(a)).abs().flatten() for r, a in pairs]).mean().item()
 
     return distance
 

@@ -187,6 +187,16 @@ def test_fidelity_measures():
     assert pooled["snr_db"] == pytest.approx(10 * torch.log10(torch.tensor(8 / (5 * 0.01))).item(), rel=1e-6)
     log_mel = fidelity.log_mel_distance(lambda waveform: waveform.abs().clamp(min=1e-5).log())
     assert log_mel(torch.ones(4), torch.full((4,), torch.e)) == pytest.approx(1.0)
+    # waveforms of one length pool as rows: the front end takes each on its own, as a vocoder's refuses a batch
+    def one_waveform(waveform: torch.Tensor) -> torch.Tensor:
+        assert waveform.dim() == 1, waveform.shape
+        return waveform.abs().clamp(min=1e-5).log()
+
+    rows = fidelity.measure(
+        [torch.ones(1, 4), torch.ones(1, 4)], [torch.full((1, 4), torch.e), torch.ones(1, 4)],
+        {"log_mel": fidelity.log_mel_distance(one_waveform)},
+    )
+    assert rows["log_mel"] == pytest.approx(0.5)
 
 
 def test_selection_weights_are_recognized():
