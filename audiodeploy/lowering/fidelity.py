@@ -68,8 +68,7 @@ def log_mel_distance(log_mel: Callable[[torch.Tensor], torch.Tensor]) -> Measure
     def distance(reference: torch.Tensor, actual: torch.Tensor) -> float:
         reference, actual = _float(reference, actual)
         # measure() pools waveforms of one length as rows, one per input: a front end takes one waveform.
-        rows = reference.dim() == 2 and reference.shape[0] > 1
-        pairs = zip(reference, actual) if rows else [(reference, actual)]
+        pairs = zip(reference, actual) if reference.dim() == 2 else [(reference, actual)]
         return torch.cat([(log_mel(r) - log_mel(a)).abs().flatten() for r, a in pairs]).mean().item()
 
     return distance
