@@ -8,10 +8,12 @@ tensors, symbolic sizes included) so that the next pass can read shapes, and the
 
 from __future__ import annotations
 
+import functools
 import logging
 import operator
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Callable, ClassVar, Sequence
+from typing import Any, Callable, ClassVar, Sequence, Union
 
 import torch
 from executorch.backends.transforms.utils import create_constant_placeholder
@@ -297,14 +299,22 @@ class Skip:
     reason: str
 
 
+Rewrite = Union[torch.fx.Node, Mapping[torch.fx.Node, torch.fx.Node], Skip]
+"""What :meth:`NodeRewritePass.rewrite` returns: the node's replacement; for a small region (a split and its
+pieces), each replaced node with its replacement; or why the node stays."""
+
+
 class NodeRewritePass(ExportedProgramPass):
     """A rewrite that looks at one node at a time: match a node, return its replacement or why it is skipped.
 
     A subclass names the ops it looks at in :attr:`targets` and implements
     :meth:`rewrite`. ``rewrite`` is called with the graph's insertion point before
     the node, so what it inserts (with :func:`insert_op`) comes before the node's
-    users; the node returned replaces every use of the node. Nodes left unused
-    (the replaced node, what only it read) are dropped afterwards.
+    users; the node returned replaces every use of the node. A rewrite of a small
+    region returns a mapping instead (e.g. each piece of a split to its replacement;
+    insert each before the node it replaces with ``graph.inserting_before``). Nodes
+    left unused (the replaced nodes, what only they read) are dropped afterwards, and
+    so are the constants the rewrite released that nothing reads any more.
 
     After the pass has run, :attr:`rewritten` names the replaced nodes and
     :attr:`skipped` pairs each skipped node's name with its reason; the reasons are
@@ -323,7 +333,12 @@ class NodeRewritePass(ExportedProgramPass):
     def graph(self) -> torch.fx.Graph:
         return self.exported_program.graph
 
-    def rewrite(self, node: torch.fx.Node) -> torch.fx.Node | Skip:
+    @functools.cached_property
+    def constants(self) -> dict[torch.fx.Node, torch.Tensor]:
+        """The program's constant placeholders and their values (:func:`constant_sources`) as the pass started."""
+        return constant_sources(self.exported_program)
+
+    def rewrite(self, node: torch.fx.Node) -> Rewrite:
         raise NotImplementedError
 
     def release_constant(self, constant: torch.fx.Node) -> None:
@@ -332,8 +347,9 @@ class NodeRewritePass(ExportedProgramPass):
 
     def call(self, graph_module: torch.fx.GraphModule) -> PassResult:
         log = logging.getLogger(type(self).__module__)
+        erased: set[torch.fx.Node] = set()  # by a region's rewrite, after the loop took its list of nodes
         for node in list(graph_module.graph.nodes):
-            if node.op != "call_function" or node.target not in self.targets:
+            if node in erased or node.op != "call_function" or node.target not in self.targets:
                 continue
             with graph_module.graph.inserting_before(node):
                 result = self.rewrite(node)
@@ -342,7 +358,10 @@ class NodeRewritePass(ExportedProgramPass):
                 log.debug("%s: %s left as it is: %s", type(self).__name__, node.name, result.reason)
                 continue
             self.rewritten.append(node.name)
-            replace_node(self.exported_program, node, result)
+            replacements = result if isinstance(result, Mapping) else {node: result}
+            for replaced, replacement in replacements.items():
+                replace_node(self.exported_program, replaced, replacement)
+                erased.add(replaced)
         if self.rewritten:
             rewrite_done(self.exported_program)
         for constant in dict.fromkeys(self._released):

@@ -68,15 +68,12 @@ import math
 
 import torch
 from torch.fx.experimental.symbolic_shapes import statically_known_true
-from torch.fx.passes.infra.pass_base import PassResult
 
 from audiodeploy.lowering.passes._graph import (
     NodeRewritePass,
     Skip,
     add_constant,
     argument,
-    constant_sources,
-    drop_constant,
     insert_op,
     insert_reshape,
     is_static,
@@ -91,17 +88,6 @@ _NOLA_THRESHOLD = 1e-11
 
 class InverseStftAsConvolutionPass(NodeRewritePass):
     targets = frozenset({aten.istft.default})
-
-    def call(self, graph_module: torch.fx.GraphModule) -> PassResult:
-        self._windows: list[torch.fx.Node] = []
-        result = super().call(graph_module)
-        # A window only the inverse STFTs read is in their kernels now: its bytes need not stay in the program.
-        unused = [window for window in dict.fromkeys(self._windows) if not window.users]
-        for window in unused:
-            drop_constant(self.exported_program, window)
-        if unused:
-            graph_module.recompile()
-        return result
 
     def rewrite(self, node: torch.fx.Node) -> torch.fx.Node | Skip:
         spectrum = node.args[0]
@@ -159,11 +145,12 @@ class InverseStftAsConvolutionPass(NodeRewritePass):
         if window is None:
             data = torch.ones(win_length, dtype=torch.float64)
         else:
-            constant = constant_sources(self.exported_program).get(window)
+            constant = self.constants.get(window)
             if constant is None or constant.dtype != torch.float32 or tuple(constant.shape) != (win_length,):
                 return None
             data = constant.to(torch.float64)
-            self._windows.append(window)
+            # A window only the inverse STFTs read is in their kernels now: its bytes need not stay in the program.
+            self.release_constant(window)
         left = (n_fft - win_length) // 2
         return torch.nn.functional.pad(data, (left, n_fft - win_length - left))
 

@@ -78,16 +78,13 @@ from dataclasses import dataclass
 
 import torch
 from torch.export import ExportedProgram
-from torch.fx.passes.infra.pass_base import PassResult
 
 from audiodeploy.lowering.passes._graph import (
     NodeRewritePass,
     Skip,
     add_constant,
     argument,
-    constant_sources,
     conv1d_geometry,
-    drop_constant,
     gather_taps,
     insert_op,
     insert_reshape,
@@ -136,11 +133,9 @@ class LocationVariableConvAsBmmPass(NodeRewritePass):
 
     def __init__(self, exported_program: ExportedProgram) -> None:
         super().__init__(exported_program)
-        self._sources = constant_sources(exported_program)
         self._columns_of: dict[torch.fx.Node, torch.fx.Node] = {}  # einsum -> its input's taps, [b * L, hop, k * i]
         # (predictor input, taps, stride, padding, dilation) -> its taps, [b, k * C, 1, L]
         self._taps_of: dict[tuple[torch.fx.Node, int, int, int, int], torch.fx.Node] = {}
-        self._split_sources: set[torch.fx.Node] = set()
 
     def rewrite(self, node: torch.fx.Node) -> torch.fx.Node | Skip:
         if node.target == aten.slice.Tensor:
@@ -157,16 +152,6 @@ class LocationVariableConvAsBmmPass(NodeRewritePass):
         if all(_channel_range(user, lvc.out_channels) is not None for user in node.users):
             return Skip("read through channel slices: each is rewritten on its own")
         return self._part(lvc, 0, lvc.out_channels, origin=node)
-
-    def call(self, graph_module: torch.fx.GraphModule) -> PassResult:
-        result = super().call(graph_module)
-        # The predictor convolutions' weights now live in their row subsets: free the originals.
-        unused = [source for source in self._split_sources if not source.users]
-        for source in unused:
-            drop_constant(self.exported_program, source)
-        if unused:
-            graph_module.recompile()
-        return result
 
     # Matching
 
@@ -237,13 +222,13 @@ class LocationVariableConvAsBmmPass(NodeRewritePass):
         weight, bias = conv.args[1], argument(conv, 2, "bias")
         if not all(isinstance(entry, int) for entry in conv1d_geometry(conv)):
             return "the predictor's stride, padding or dilation is not one number"
-        if bias is not None and bias not in self._sources:
+        if bias is not None and bias not in self.constants:
             return "the predictor's bias is computed"
-        if weight in self._sources:
+        if weight in self.constants:
             return None
         if weight.target == aten._weight_norm.default:
             v, g = weight.args[:2]
-            if argument(weight, 2, "dim", 0) == 0 and v in self._sources and g in self._sources:
+            if argument(weight, 2, "dim", 0) == 0 and v in self.constants and g in self.constants:
                 return None
         return "the predictor's weight is neither a constant nor the weight norm of constants along dimension 0"
 
@@ -297,15 +282,18 @@ class LocationVariableConvAsBmmPass(NodeRewritePass):
         def gemm_rows(data: torch.Tensor) -> torch.Tensor:  # [N, C, k] -> [N, k * C, 1, 1], taps outermost
             return data[index].permute(0, 2, 1).reshape(len(rows), -1, 1, 1)
 
-        if weight in self._sources:
-            weight_rows = add_constant(ep, graph, f"{weight.name}_rows", gemm_rows(self._sources[weight]))
+        if weight in self.constants:
+            weight_rows = add_constant(ep, graph, f"{weight.name}_rows", gemm_rows(self.constants[weight]))
         else:  # _weight_norm(v, g, 0): each row is normalized on its own, whatever the order of its entries
             v, g = weight.args[:2]
-            v_rows = add_constant(ep, graph, f"{v.name}_rows", gemm_rows(self._sources[v]))
-            g_rows = add_constant(ep, graph, f"{g.name}_rows", self._sources[g][index].reshape(len(rows), 1, 1, 1))
+            v_rows = add_constant(ep, graph, f"{v.name}_rows", gemm_rows(self.constants[v]))
+            g_rows = add_constant(ep, graph, f"{g.name}_rows", self.constants[g][index].reshape(len(rows), 1, 1, 1))
             weight_rows = insert_op(graph, aten._weight_norm.default, (v_rows, g_rows, 0), origin=conv)
-        bias_rows = None if bias is None else add_constant(ep, graph, f"{bias.name}_rows", self._sources[bias][index])
-        self._split_sources.update(node for node in (weight, *weight.args[:2], bias) if node in self._sources)
+        bias_rows = None if bias is None else add_constant(ep, graph, f"{bias.name}_rows", self.constants[bias][index])
+        # The predictor convolutions' weights now live in their row subsets: the originals are released.
+        for source in (weight, *weight.args[:2], bias):
+            if source in self.constants:
+                self.release_constant(source)
         stride, padding, dilation, _ = conv1d_geometry(conv)
         key = (conv.args[0], taps, stride, padding, dilation)  # the kernel and bias predictors share their input
         if key not in self._taps_of:

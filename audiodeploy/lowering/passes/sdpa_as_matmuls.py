@@ -34,21 +34,20 @@ the head dimension depends on the input length.
 """
 from __future__ import annotations
 
+import functools
 import math
 
 import torch
 from torch.utils import _pytree as pytree
-from torch.fx.passes.infra.pass_base import PassResult
 
 from audiodeploy.lowering.passes._graph import (
-    ExportedProgramPass,
+    NodeRewritePass,
+    Skip,
     ancestors,
     argument,
     constant_sources,
     insert_op,
     is_static,
-    replace_node,
-    rewrite_done,
     value,
 )
 
@@ -57,41 +56,39 @@ aten = torch.ops.aten
 _BOUNDED = {aten.sigmoid.default, aten.tanh.default, aten.softmax.int, aten._softmax.default}
 
 
-class SdpaAsMatmulsPass(ExportedProgramPass):
-    def call(self, graph_module: torch.fx.GraphModule) -> PassResult:
-        graph = graph_module.graph
-        sources = constant_sources(self.exported_program)
-        modified = False
-        for node in list(graph.nodes):
-            if node.op != "call_function" or node.target != aten.scaled_dot_product_attention.default:
-                continue
-            scale = _plain_attention_scale(node)
-            if scale is None:
-                continue
-            q, k, v = node.args[:3]
-            mask = argument(node, 3, "attn_mask")
-            if mask is not None and not self._is_finite_float_mask(mask, sources):
-                continue
-            with graph.inserting_before(node):
-                keys = insert_op(graph, aten.transpose.int, (k, -2, -1), origin=node)
-                scores = insert_op(graph, aten.matmul.default, (q, keys), origin=node)
-                scaled = insert_op(graph, aten.mul.Tensor, (scores, scale), origin=node)
-                if mask is not None:
-                    scaled = insert_op(graph, aten.add.Tensor, (scaled, mask), origin=node)
-                weights = insert_op(graph, aten.softmax.int, (scaled, -1), origin=node)
-                out = insert_op(graph, aten.matmul.default, (weights, v), origin=node)
-            replace_node(self.exported_program, node, out)
-            modified = True
-        if modified:
-            rewrite_done(self.exported_program)
-        return PassResult(graph_module, modified)
+class SdpaAsMatmulsPass(NodeRewritePass):
+    targets = frozenset({aten.scaled_dot_product_attention.default})
 
-    def _is_finite_float_mask(self, mask: torch.fx.Node, sources: dict[torch.fx.Node, torch.Tensor]) -> bool:
+    @functools.cached_property
+    def _constants(self) -> dict[torch.fx.Node, torch.Tensor]:
+        return constant_sources(self.exported_program)
+
+    def rewrite(self, node: torch.fx.Node) -> torch.fx.Node | Skip:
+        scale = _plain_attention_scale(node)
+        if isinstance(scale, Skip):
+            return scale
+        q, k, v = node.args[:3]
+        mask = argument(node, 3, "attn_mask")
+        if mask is not None and not self._is_finite_float_mask(mask):
+            return Skip("its mask is not a float32 mask computed from finite values")
+        keys = insert_op(self.graph, aten.transpose.int, (k, -2, -1), origin=node)
+        scores = insert_op(self.graph, aten.matmul.default, (q, keys), origin=node)
+        scaled = insert_op(self.graph, aten.mul.Tensor, (scores, scale), origin=node)
+        if mask is not None:
+            scaled = insert_op(self.graph, aten.add.Tensor, (scaled, mask), origin=node)
+        weights = insert_op(self.graph, aten.softmax.int, (scaled, -1), origin=node)
+        return insert_op(self.graph, aten.matmul.default, (weights, v), origin=node)
+
+    def _is_finite_float_mask(self, mask: torch.fx.Node) -> bool:
         """A float32 mask computed from finite constants and bounded ops' outputs, without infinite arguments."""
         if value(mask) is None or value(mask).dtype != torch.float32:
             return False
-        # A size read from a tensor carries none of its data; a bounded op's output is finite.
-        carries_data = lambda n: n.op != "placeholder" and value(n) is not None and n.target not in _BOUNDED
+        sources = self._constants
+
+        def carries_data(n: torch.fx.Node) -> bool:
+            # A size read from a tensor carries none of its data; a bounded op's output is finite.
+            return n.op != "placeholder" and value(n) is not None and n.target not in _BOUNDED
+
         for node in ancestors([mask], expand=carries_data):
             if node.op == "placeholder":
                 if node not in sources or not torch.isfinite(sources[node]).all():
@@ -103,17 +100,16 @@ class SdpaAsMatmulsPass(ExportedProgramPass):
         return True
 
 
-def _plain_attention_scale(node: torch.fx.Node) -> float | None:
-    """The softmax scale of an attention without dropout, causality or grouped heads; else None."""
+def _plain_attention_scale(node: torch.fx.Node) -> float | Skip:
+    """The softmax scale of an attention without dropout, causality or grouped heads."""
     q, k, v = (value(n) for n in node.args[:3])
     if any(t is None or t.dtype != torch.float32 for t in (q, k, v)):
-        return None
-    if (
-        argument(node, 4, "dropout_p", 0.0) != 0.0
-        or argument(node, 5, "is_causal", False)
-        or node.kwargs.get("enable_gqa", False)
-        or not is_static(q.shape[-1])
-    ):
-        return None
+        return Skip("not a float32 attention")
+    if argument(node, 4, "dropout_p", 0.0) != 0.0 or argument(node, 5, "is_causal", False):
+        return Skip("an attention with dropout or a causal mask")
+    if node.kwargs.get("enable_gqa", False):
+        return Skip("an attention of grouped query heads")
+    if not is_static(q.shape[-1]):
+        return Skip("its head size depends on the input")
     scale = argument(node, 6, "scale")
     return 1.0 / math.sqrt(int(q.shape[-1])) if scale is None else float(scale)

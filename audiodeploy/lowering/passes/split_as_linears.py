@@ -39,17 +39,14 @@ from __future__ import annotations
 import operator
 
 import torch
-from torch.fx.passes.infra.pass_base import PassResult
 
 from audiodeploy.lowering.passes._graph import (
-    ExportedProgramPass,
+    NodeRewritePass,
+    Skip,
     add_constant,
     argument,
-    constant_sources,
     insert_op,
     is_static,
-    replace_node,
-    rewrite_done,
     value,
 )
 
@@ -58,51 +55,41 @@ aten = torch.ops.aten
 MAX_SELECTED_FEATURES = 16
 """Widest split input written as selection linears: each output element then costs this many multiply-adds."""
 
-_SPLITS = {aten.split.Tensor, aten.split_with_sizes.default}
 
+class SplitAsLinearsPass(NodeRewritePass):
+    targets = frozenset({aten.split.Tensor, aten.split_with_sizes.default})
 
-class SplitAsLinearsPass(ExportedProgramPass):
-    def call(self, graph_module: torch.fx.GraphModule) -> PassResult:
-        graph = graph_module.graph
-        sources = constant_sources(self.exported_program)
-        modified = False
-        for node in list(graph.nodes):
-            if node.op == "call_function" and node.target in _SPLITS:
-                modified |= self._rewrite(graph, node, sources)
-        if modified:
-            rewrite_done(self.exported_program)
-        return PassResult(graph_module, modified)
-
-    def _rewrite(self, graph: torch.fx.Graph, split: torch.fx.Node, sources: dict[torch.fx.Node, torch.Tensor]) -> bool:
+    def rewrite(self, split: torch.fx.Node) -> dict[torch.fx.Node, torch.fx.Node] | Skip:
+        """Each piece of ``split`` (a ``getitem``) replaced by a linear."""
         x = split.args[0]
         val = value(x)
         if val is None or val.dtype != torch.float32 or val.dim() == 0:
-            return False
+            return Skip("not a float32 tensor with dimensions")
         if argument(split, 2, "dim", 0) % val.dim() != val.dim() - 1 or not is_static(val.shape[-1]):
-            return False
+            return Skip("it does not split a last dimension of fixed size")
         if not all(u.target == operator.getitem for u in split.users):
-            return False
+            return Skip("its pieces are not all read by getitem")
         bounds = _piece_bounds(split, int(val.shape[-1]))
-        packed = _packed_linear(x, sources)
+        packed = _packed_linear(x, self.constants)
         if packed is None and val.shape[-1] > MAX_SELECTED_FEATURES:
-            return False
+            return Skip(f"it splits {val.shape[-1]} features, more than {MAX_SELECTED_FEATURES} selected by a linear")
+        replacements = {}
         for piece in list(split.users):
             start, end = bounds[piece.args[1]]
-            with graph.inserting_before(piece):
+            with self.graph.inserting_before(piece):
                 if packed is not None:
                     linear_input, weight, bias = packed
-                    args = [linear_input, self._piece(graph, weight, sources[weight][start:end])]
+                    args = [linear_input, self._piece(weight, self.constants[weight][start:end])]
                     if bias is not None:
-                        args.append(self._piece(graph, bias, sources[bias][start:end]))
+                        args.append(self._piece(bias, self.constants[bias][start:end]))
                 else:
                     selection = torch.eye(int(val.shape[-1]))[start:end]
-                    args = [x, add_constant(self.exported_program, graph, f"{split.name}_select_{start}", selection)]
-                replacement = insert_op(graph, aten.linear.default, tuple(args), origin=split)
-            replace_node(self.exported_program, piece, replacement)
-        return True
+                    args = [x, add_constant(self.exported_program, self.graph, f"{split.name}_select_{start}", selection)]
+                replacements[piece] = insert_op(self.graph, aten.linear.default, tuple(args), origin=split)
+        return replacements
 
-    def _piece(self, graph: torch.fx.Graph, source: torch.fx.Node, data: torch.Tensor) -> torch.fx.Node:
-        return add_constant(self.exported_program, graph, f"{source.name}_piece", data)
+    def _piece(self, source: torch.fx.Node, data: torch.Tensor) -> torch.fx.Node:
+        return add_constant(self.exported_program, self.graph, f"{source.name}_piece", data)
 
 
 def _piece_bounds(split: torch.fx.Node, width: int) -> list[tuple[int, int]]:

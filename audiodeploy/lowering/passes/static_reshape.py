@@ -33,45 +33,26 @@ nothing on a program whose reshapes all take integer sizes and that has no
 from __future__ import annotations
 
 import torch
-from torch.fx.passes.infra.pass_base import PassResult
 
-from audiodeploy.lowering.passes._graph import ExportedProgramPass, insert_reshape, replace_node, rewrite_done, static_view_sizes, value
+from audiodeploy.lowering.passes._graph import NodeRewritePass, Skip, insert_reshape, static_view_sizes, value
 
 aten = torch.ops.aten
 
-_VIEWS = {aten.view.default, aten.reshape.default, aten._unsafe_view.default}
-_RESHAPES = _VIEWS | {
-    aten.unsqueeze.default,
-    aten.squeeze.dim,
-    aten.squeeze.dims,
-    aten.squeeze.default,
-}
+_VIEWS = frozenset({aten.view.default, aten.reshape.default, aten._unsafe_view.default})
 
 
-class StaticReshapePass(ExportedProgramPass):
-    def call(self, graph_module: torch.fx.GraphModule) -> PassResult:
-        graph = graph_module.graph
-        modified = False
-        for node in list(graph.nodes):
-            if node.op != "call_function" or node.target not in _RESHAPES:
-                continue
-            source, out = value(node.args[0]), value(node)
-            if source is None or out is None:
-                continue
-            if list(source.shape) == list(out.shape):
-                replace_node(self.exported_program, node, node.args[0])  # a reshape to the same shape
-                modified = True
-                continue
-            is_view = node.target in _VIEWS
-            if is_view and all(isinstance(s, int) for s in node.args[1]):
-                continue  # already integer sizes
-            sizes = static_view_sizes(out.shape)
-            if sizes is None:
-                continue
-            with graph.inserting_before(node):
-                replacement = insert_reshape(graph, node.args[0], sizes, origin=node)
-            replace_node(self.exported_program, node, replacement)
-            modified = True
-        if modified:
-            rewrite_done(self.exported_program)
-        return PassResult(graph_module, modified)
+class StaticReshapePass(NodeRewritePass):
+    targets = _VIEWS | {aten.unsqueeze.default, aten.squeeze.dim, aten.squeeze.dims, aten.squeeze.default}
+
+    def rewrite(self, node: torch.fx.Node) -> torch.fx.Node | Skip:
+        source, out = value(node.args[0]), value(node)
+        if source is None or out is None:
+            return Skip("no shape was recorded for its input or output")
+        if list(source.shape) == list(out.shape):
+            return node.args[0]  # a reshape to the shape its input already has
+        if node.target in _VIEWS and all(isinstance(size, int) for size in node.args[1]):
+            return Skip("its sizes are integers already")
+        sizes = static_view_sizes(out.shape)
+        if sizes is None:
+            return Skip("two or more of its output sizes depend on the input length")
+        return insert_reshape(self.graph, node.args[0], sizes, origin=node)

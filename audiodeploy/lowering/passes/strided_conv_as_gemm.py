@@ -44,90 +44,59 @@ either computed or a constant only it reads.
 
 from __future__ import annotations
 
-import logging
-
 import torch
-from torch.fx.passes.infra.pass_base import PassResult
 
 from audiodeploy.lowering.passes._graph import (
-    ExportedProgramPass,
+    NodeRewritePass,
+    Skip,
     add_constant,
     argument,
-    constant_sources,
     conv1d_geometry,
-    drop_constant,
     gather_taps,
     insert_op,
-    replace_node,
-    rewrite_done,
     value,
 )
 
 aten = torch.ops.aten
-log = logging.getLogger(__name__)
 
 MAX_TAPS = 16
 """Widest kernel gathered: the gathered taps take ``k / stride`` times the input's memory."""
 
 
-class StridedConvAsGemmPass(ExportedProgramPass):
-    def call(self, graph_module: torch.fx.GraphModule) -> PassResult:
-        graph = graph_module.graph
-        sources = constant_sources(self.exported_program)
-        modified = False
-        for node in list(graph.nodes):
-            if node.op != "call_function" or node.target != aten.conv1d.default:
-                continue
-            reason = self._rewrite(graph, node, sources)
-            if reason is None:
-                modified = True
-            else:
-                log.debug("%s left as a convolution: %s", node.name, reason)
-        if modified:
-            rewrite_done(self.exported_program)
-        return PassResult(graph_module, modified)
+class StridedConvAsGemmPass(NodeRewritePass):
+    targets = frozenset({aten.conv1d.default})
 
-    def _rewrite(
-        self, graph: torch.fx.Graph, conv: torch.fx.Node, sources: dict[torch.fx.Node, torch.Tensor]
-    ) -> str | None:
-        """Replace ``conv`` by tap selections and a GEMM; ``None`` when done, else why not."""
+    def rewrite(self, conv: torch.fx.Node) -> torch.fx.Node | Skip:
+        """Tap selections and a GEMM in place of ``conv``."""
         x, weight = conv.args[:2]
         bias = argument(conv, 2, "bias")
         stride, padding, dilation, groups = conv1d_geometry(conv)
         x_val, w_val = value(x), value(weight)
         if x_val is None or w_val is None or x_val.dtype != torch.float32 or w_val.dtype != torch.float32:
-            return "not float32"
+            return Skip("not float32")
         if not isinstance(stride, int) or stride < 2:
-            return "stride 1: the gathered taps would take kernel-size times the input's memory"
+            return Skip("stride 1: the gathered taps would take kernel-size times the input's memory")
         if dilation != 1 or groups != 1 or not isinstance(padding, int):
-            return f"dilation {dilation}, groups {groups}, padding {padding}: only dense, undilated, numeric padding"
+            return Skip(f"dilation {dilation}, groups {groups}, padding {padding}: only dense, undilated, numeric padding")
         _, channels, taps = (int(s) for s in w_val.shape)
         if taps > MAX_TAPS:
-            return f"{taps} taps, more than {MAX_TAPS}"
-        if weight in sources and len(weight.users) > 1:
-            return "its weight is also read elsewhere: reordering it would store it twice"
+            return Skip(f"{taps} taps, more than {MAX_TAPS}")
+        if weight in self.constants and len(weight.users) > 1:
+            return Skip("its weight is also read elsewhere: reordering it would store it twice")
 
-        with graph.inserting_before(conv):
-            x_4d = insert_op(graph, aten.unsqueeze.default, (x, 2), origin=conv)
-            gathered = gather_taps(
-                self.exported_program, graph, x_4d, taps, stride, padding, 1, f"{conv.name}_tap", origin=conv
-            )
-            gemm_weight = self._reordered_weight(graph, conv, weight, sources)
-            gemm = insert_op(graph, aten.conv2d.default, (gathered, gemm_weight, bias), origin=conv)
-            y = insert_op(graph, aten.squeeze.dim, (gemm, 2), origin=conv)
-        replace_node(self.exported_program, conv, y)
-        if weight in sources:  # the convolution was its only reader
-            drop_constant(self.exported_program, weight)
-        return None
+        x_4d = insert_op(self.graph, aten.unsqueeze.default, (x, 2), origin=conv)
+        gathered = gather_taps(
+            self.exported_program, self.graph, x_4d, taps, stride, padding, 1, f"{conv.name}_tap", origin=conv
+        )
+        gemm = insert_op(self.graph, aten.conv2d.default, (gathered, self._reordered_weight(conv, weight), bias), origin=conv)
+        return insert_op(self.graph, aten.squeeze.dim, (gemm, 2), origin=conv)
 
-    def _reordered_weight(
-        self, graph: torch.fx.Graph, conv: torch.fx.Node, weight: torch.fx.Node, sources: dict[torch.fx.Node, torch.Tensor]
-    ) -> torch.fx.Node:
+    def _reordered_weight(self, conv: torch.fx.Node, weight: torch.fx.Node) -> torch.fx.Node:
         """``W.permute(0, 2, 1).reshape(Co, k * C, 1, 1)``: a constant, or ops on a computed weight."""
         gemm_shape = [int(value(weight).shape[0]), -1, 1, 1]
-        if weight in sources:
-            data = sources[weight].permute(0, 2, 1).reshape(gemm_shape)
-            return add_constant(self.exported_program, graph, f"{weight.name}_gemm", data)
-        permuted = insert_op(graph, aten.permute.default, (weight, [0, 2, 1]), origin=conv)
-        return insert_op(graph, aten.reshape.default, (permuted, gemm_shape), origin=conv)
-
+        if weight in self.constants:
+            self.release_constant(weight)  # the convolution was its only reader
+            data = self.constants[weight].permute(0, 2, 1).reshape(gemm_shape)
+            return add_constant(self.exported_program, self.graph, f"{weight.name}_gemm", data)
+        permuted = insert_op(self.graph, aten.permute.default, (weight, [0, 2, 1]), origin=conv)
+        return insert_op(self.graph, aten.reshape.default, (permuted, gemm_shape), origin=conv)

@@ -37,16 +37,14 @@ from __future__ import annotations
 import math
 
 import torch
-from torch.fx.passes.infra.pass_base import PassResult
 
 from audiodeploy.lowering.passes._graph import (
-    ExportedProgramPass,
+    NodeRewritePass,
+    Skip,
     add_constant,
     argument,
     insert_op,
     is_static,
-    replace_node,
-    rewrite_done,
     static_view_sizes,
     value,
 )
@@ -54,69 +52,54 @@ from audiodeploy.lowering.passes._graph import (
 aten = torch.ops.aten
 
 
-_REDUCTIONS = {aten.mean.dim, aten.sum.dim_IntList}
+class SumAndMeanAsXnnpackReductionsPass(NodeRewritePass):
+    targets = frozenset({aten.mean.dim, aten.sum.dim_IntList})
 
-
-class SumAndMeanAsXnnpackReductionsPass(ExportedProgramPass):
-    def call(self, graph_module: torch.fx.GraphModule) -> PassResult:
-        graph = graph_module.graph
-        modified = False
-        for node in list(graph.nodes):
-            if node.op != "call_function" or node.target not in _REDUCTIONS:
-                continue
-            replacement = self._rewrite(graph, node)
-            if replacement is not None:
-                replace_node(self.exported_program, node, replacement)
-                modified = True
-        if modified:
-            rewrite_done(self.exported_program)
-        return PassResult(graph_module, modified)
-
-    def _rewrite(self, graph: torch.fx.Graph, node: torch.fx.Node) -> torch.fx.Node | None:
+    def rewrite(self, node: torch.fx.Node) -> torch.fx.Node | Skip:
         x = node.args[0]
         val = value(x)
         if val is None or val.dtype != torch.float32 or argument(node, 3, "dtype") is not None:
-            return None
+            return Skip("not a float32 reduction in its input's own dtype")
         rank = val.dim()
         dims = argument(node, 1, "dim")
         dims = sorted(d % rank for d in (range(rank) if not dims else dims))
         keepdim = bool(argument(node, 2, "keepdim", False))
         is_mean = node.target == aten.mean.dim
         if is_mean and rank == 4 and dims == [2, 3] and keepdim:
-            return None  # already XNNPACK's global average pooling
+            return Skip("already XNNPACK's global average pooling")
         if dims != list(range(rank - len(dims), rank)):
-            return None
+            return Skip("it reduces dimensions that are not the innermost ones")
         lead = list(val.shape[: rank - len(dims)])
         count = math.prod(val.shape[d] for d in dims)
         out_sizes = static_view_sizes(lead + [1] * len(dims) if keepdim else lead)
         if out_sizes is None:
-            return None
-        with graph.inserting_before(node):
-            if is_static(count):
-                weight = 1.0 / int(count) if is_mean else 1.0
-                reduced = self._as_linear(graph, node, x, lead, int(count), len(dims), weight)
-            elif not is_mean:
-                return None
-            else:
-                reduced = self._as_pooling(graph, node, x, lead)
-            if reduced is None:
-                return None
-            if list(value(reduced).shape) != list(node.meta["val"].shape):
-                reduced = insert_op(graph, aten.view.default, (reduced, out_sizes), origin=node)
+            return Skip("two or more of its output sizes depend on the input length")
+        if is_static(count):
+            reduced = self._as_linear(node, x, lead, int(count), len(dims), 1.0 / int(count) if is_mean else 1.0)
+        elif is_mean:
+            reduced = self._as_pooling(node, x, lead)
+        else:
+            return Skip("a sum over a length that depends on the input")
+        if isinstance(reduced, Skip):
+            return reduced
+        if list(value(reduced).shape) != list(node.meta["val"].shape):
+            reduced = insert_op(self.graph, aten.view.default, (reduced, out_sizes), origin=node)
         return reduced
 
-    def _as_linear(self, graph, node, x, lead, count: int, reduced_dims: int, weight: float) -> torch.fx.Node | None:
+    def _as_linear(
+        self, node: torch.fx.Node, x: torch.fx.Node, lead: list, count: int, reduced_dims: int, weight: float
+    ) -> torch.fx.Node | Skip:
         if reduced_dims > 1:
             sizes = static_view_sizes(lead + [count])
             if sizes is None:
-                return None
-            x = insert_op(graph, aten.view.default, (x, sizes), origin=node)
-        weights = add_constant(self.exported_program, graph, f"reduction_weight_{count}", torch.full((1, count), weight))
-        return insert_op(graph, aten.linear.default, (x, weights), origin=node)
+                return Skip("two or more of its kept sizes depend on the input length")
+            x = insert_op(self.graph, aten.view.default, (x, sizes), origin=node)
+        weights = add_constant(self.exported_program, self.graph, f"reduction_weight_{count}", torch.full((1, count), weight))
+        return insert_op(self.graph, aten.linear.default, (x, weights), origin=node)
 
-    def _as_pooling(self, graph, node, x, lead) -> torch.fx.Node | None:
+    def _as_pooling(self, node: torch.fx.Node, x: torch.fx.Node, lead: list) -> torch.fx.Node | Skip:
         planes = math.prod(lead)
         if not is_static(planes):
-            return None
-        x = insert_op(graph, aten.view.default, (x, [1, int(planes), -1, 1]), origin=node)
-        return insert_op(graph, aten.mean.dim, (x, [2, 3], True), origin=node)
+            return Skip("a mean over a dynamic length whose kept sizes also depend on the input length")
+        x = insert_op(self.graph, aten.view.default, (x, [1, int(planes), -1, 1]), origin=node)
+        return insert_op(self.graph, aten.mean.dim, (x, [2, 3], True), origin=node)

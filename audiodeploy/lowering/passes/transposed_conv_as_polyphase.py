@@ -43,15 +43,12 @@ reads, a weight that is computed or a constant only it reads, and at least
 from __future__ import annotations
 
 import torch
-from torch.fx.passes.infra.pass_base import PassResult
 
 from audiodeploy.lowering.passes._graph import (
     NodeRewritePass,
     Skip,
     add_constant,
     argument,
-    constant_sources,
-    drop_constant,
     insert_op,
     insert_reshape,
     is_static,
@@ -103,7 +100,7 @@ class TransposedConvAsPolyphasePass(NodeRewritePass):
         pads = [[taps - 1 - high, high + extra] for high, _ in windows]
         if any(min(pad) < 0 for pad in pads):
             return Skip("a phase reads beyond the padded input: its output would need a slice")
-        sources = constant_sources(self.exported_program)
+        sources = self.constants
         if bias is not None and bias not in sources:
             return Skip("a computed bias: only a constant bias is repeated per phase")
         if any(operand in sources and len(operand.users) > 1 for operand in (weight, bias)):
@@ -127,15 +124,10 @@ class TransposedConvAsPolyphasePass(NodeRewritePass):
         moved = insert_op(self.graph, aten.permute.default, (split, [0, 2, 4, 1, 3]), origin=node)
         y = insert_reshape(self.graph, moved, [batch, out_channels, -1], origin=node)
         # The transposed convolution was their only reader: dropped once it is replaced.
-        self._replaced_constants.extend(operand for operand in (weight, bias) if operand in sources)
+        for operand in (weight, bias):
+            if operand in sources:
+                self.release_constant(operand)
         return y
-
-    def call(self, graph_module: torch.fx.GraphModule) -> PassResult:
-        self._replaced_constants: list[torch.fx.Node] = []
-        result = super().call(graph_module)
-        for constant in self._replaced_constants:
-            drop_constant(self.exported_program, constant)
-        return result
 
     def _polyphase_weight(
         self,
