@@ -1,4 +1,5 @@
-"""Programs exported once per test session through the command line, shared by the CLI tests."""
+"""Programs exported once per test run through the command line, shared by the CLI tests (and by every
+pytest-xdist worker: see tests/shared.py)."""
 
 from __future__ import annotations
 
@@ -6,22 +7,34 @@ from pathlib import Path
 
 import pytest
 
+from tests import shared
 from tests.cli import audiodeploy
 
 
-@pytest.fixture(scope="session")
-def asr_model(tmp_path_factory) -> Path:
-    directory = tmp_path_factory.mktemp("asr")
-    result = audiodeploy("export", "wav2vec2", "--variant", "tiny", "--min-seconds", "0.5", "--max-seconds", "2", "-o", str(directory / "w.pte"))
-    assert result.returncode == 0, result.stderr
-    assert "folded 1 computed weight(s)" in result.stdout
-    return directory / "w.pte"
+@pytest.fixture(scope="session", autouse=True)
+def _shared_root(tmp_path_factory) -> None:
+    shared.set_run_root(tmp_path_factory.getbasetemp())
+
+
+def _exported(key: str, *args: str) -> Path:
+    """``audiodeploy export *args -o <shared folder>/<key>.pte``, once per test run; the program's path."""
+
+    def export(folder: Path) -> None:
+        result = audiodeploy("export", *args, "-o", str(folder / f"{key}.pte"))
+        assert result.returncode == 0, result.stderr
+        (folder / "stdout.txt").write_text(result.stdout)
+
+    return shared.shared_directory(key, export) / f"{key}.pte"
 
 
 @pytest.fixture(scope="session")
-def vocoder_model(tmp_path_factory) -> Path:
+def asr_model() -> Path:
+    program = _exported("w", "wav2vec2", "--variant", "tiny", "--min-seconds", "0.5", "--max-seconds", "2")
+    assert "folded 1 computed weight(s)" in (program.parent / "stdout.txt").read_text()
+    return program
+
+
+@pytest.fixture(scope="session")
+def vocoder_model() -> Path:
     # tiny-v3: HiFi-GAN's type-2 residual blocks, 23 convolutions, lower in a third of tiny's (78) time.
-    directory = tmp_path_factory.mktemp("vocoder")
-    result = audiodeploy("export", "hifigan", "--variant", "tiny-v3", "--min-seconds", "0.1", "--max-seconds", "1", "-o", str(directory / "v.pte"))
-    assert result.returncode == 0, result.stderr
-    return directory / "v.pte"
+    return _exported("v", "hifigan", "--variant", "tiny-v3", "--min-seconds", "0.1", "--max-seconds", "1")

@@ -10,6 +10,7 @@ import torch
 import audiodeploy
 from audiodeploy.lowering import LoweredProgram, MethodReport
 from audiodeploy.runtime import Program
+from tests.shared import shared_value
 
 if TYPE_CHECKING:
     from audiodeploy.recipes import BuiltModel
@@ -78,4 +79,9 @@ def _lowered_tiny_recipe(name: str, variant: str, source: str) -> tuple[BuiltMod
     recipe = recipes.get(name)
     length_range = recipes.LengthRange(0.1, 0.5) if recipe.task == "vocoder" else None
     built = recipe.build(variant=variant, source=source, length_range=length_range)
-    return built, audiodeploy.lower(built.module, built.example_inputs, dynamic_shapes=built.dynamic_shapes)
+    # Seeded synthetic weights: every worker builds the same module, and the first to ask lowers it.
+    lowered = shared_value(
+        f"lowered-{name}-{variant}-{source}",
+        lambda: audiodeploy.lower(built.module, built.example_inputs, dynamic_shapes=built.dynamic_shapes),
+    )
+    return built, lowered

@@ -9,11 +9,13 @@ from pathlib import Path
 
 import pytest
 import torch
+from filelock import FileLock
 from torch.export import Dim
 
 import audiodeploy
 from audiodeploy.native import BuiltRunner, build_runner
 from tests.pipeline import lowered_tiny_recipe
+from tests.shared import shared_directory
 
 CHANNELS = 4
 MAX_LENGTH = 64
@@ -54,17 +56,21 @@ def tiny_program(tmp_path_factory) -> TinyProgram:
 
 
 @pytest.fixture(scope="session")
-def runner_cache(tmp_path_factory) -> Path:
-    """One folder for the session, whichever conftest asks (tests/bench imports these fixtures): each target is
-    built once, and later requests are cache hits."""
-    cache = tmp_path_factory.getbasetemp() / "runner-cache"
-    cache.mkdir(exist_ok=True)
-    return cache
+def runner_cache() -> Path:
+    """One folder for the test run, whichever conftest or xdist worker asks (tests/bench imports these fixtures):
+    each target is built once, and later requests are cache hits."""
+    return shared_directory("runner-cache", lambda folder: None)
+
+
+def _built_once(target: str, cache: Path) -> BuiltRunner:
+    # Two workers asking at once would both miss the cache and build the same target side by side.
+    with FileLock(f"{cache}.build.lock"):
+        return build_runner(target, cache_dir=cache)
 
 
 @pytest.fixture(scope="session")
 def host_runner(runner_cache) -> BuiltRunner:
-    return build_runner("host", cache_dir=runner_cache)
+    return _built_once("host", runner_cache)
 
 
 def _require_cross_tools() -> None:
@@ -78,12 +84,12 @@ def _require_cross_tools() -> None:
 @pytest.fixture(scope="session")
 def arm64_runner(runner_cache) -> BuiltRunner:
     _require_cross_tools()
-    return build_runner("linux-aarch64", cache_dir=runner_cache)
+    return _built_once("linux-aarch64", runner_cache)
 
 
 @pytest.fixture(scope="session")
 def android_bundle(runner_cache, arm64_runner) -> BuiltRunner:
-    return build_runner("android-arm64", cache_dir=runner_cache)
+    return _built_once("android-arm64", runner_cache)
 
 
 # The two most different recipe families, a speech encoder and a vocoder: lowering every family's tiny variant
