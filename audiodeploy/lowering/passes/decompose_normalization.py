@@ -40,18 +40,14 @@ from __future__ import annotations
 import math
 
 import torch
-from torch.fx.passes.infra.pass_base import PassResult
 
 from audiodeploy.lowering.passes._graph import (
-    ExportedProgramPass,
+    NodeRewritePass,
+    Skip,
     add_constant,
     argument,
-    constant_sources,
-    drop_constant,
     insert_op,
     is_static,
-    replace_node,
-    rewrite_done,
     static_view_sizes,
     value,
 )
@@ -59,29 +55,14 @@ from audiodeploy.lowering.passes._graph import (
 aten = torch.ops.aten
 
 
-class DecomposeNormalizationPass(ExportedProgramPass):
-    def call(self, graph_module: torch.fx.GraphModule) -> PassResult:
-        self.sources = constant_sources(self.exported_program)
-        self.stored_per_channel: set[torch.fx.Node] = set()
-        modified = False
-        for node in list(graph_module.graph.nodes):
-            if node.op != "call_function":
-                continue
-            rewrite = _REWRITES.get(node.target)
-            x = value(node.args[0]) if rewrite and node.args else None
-            if x is None or x.dtype != torch.float32:
-                continue
-            with graph_module.graph.inserting_before(node):
-                replacement = rewrite(self, graph_module.graph, node)
-            if replacement is not None:
-                replace_node(self.exported_program, node, replacement)
-                modified = True
-        for source in self.stored_per_channel:
-            if not source.users:
-                drop_constant(self.exported_program, source)
-        if modified:
-            rewrite_done(self.exported_program)
-        return PassResult(graph_module, modified)
+class DecomposeNormalizationPass(NodeRewritePass):
+    targets = frozenset({aten.layer_norm.default, aten.group_norm.default, aten.var.correction, aten.var.dim})
+
+    def rewrite(self, node: torch.fx.Node) -> torch.fx.Node | Skip:
+        x = value(node.args[0]) if node.args else None
+        if x is None or x.dtype != torch.float32:
+            return Skip("not a float32 normalization")
+        return _REWRITES[node.target](self, node)
 
 
 def _normalize(graph: torch.fx.Graph, x: torch.fx.Node, dims: list[int], eps: float, origin: torch.fx.Node):
@@ -103,17 +84,18 @@ def _affine(graph, y, weight, bias, origin):
     return y
 
 
-def _layer_norm(pass_: DecomposeNormalizationPass, graph: torch.fx.Graph, node: torch.fx.Node) -> torch.fx.Node | None:
+def _layer_norm(pass_: DecomposeNormalizationPass, node: torch.fx.Node) -> torch.fx.Node | Skip:
     x, normalized_shape = node.args[:2]
     weight, bias = argument(node, 2, "weight"), argument(node, 3, "bias")
     eps = argument(node, 4, "eps", 1e-5)
     if not all(is_static(s) for s in normalized_shape):
-        return None
+        return Skip("its normalized shape depends on the input")
+    graph = pass_.graph
     dims = list(range(-len(normalized_shape), 0))
     return _affine(graph, _normalize(graph, x, dims, eps, node), weight, bias, node)
 
 
-def _group_norm(pass_: DecomposeNormalizationPass, graph: torch.fx.Graph, node: torch.fx.Node) -> torch.fx.Node | None:
+def _group_norm(pass_: DecomposeNormalizationPass, node: torch.fx.Node) -> torch.fx.Node | Skip:
     x, groups = node.args[:2]
     weight, bias = argument(node, 2, "weight"), argument(node, 3, "bias")
     eps = argument(node, 4, "eps", 1e-5)
@@ -122,7 +104,8 @@ def _group_norm(pass_: DecomposeNormalizationPass, graph: torch.fx.Graph, node: 
     grouped_sizes = static_view_sizes([batch, groups, math.prod(shape[1:]) // groups])
     original_sizes = static_view_sizes(shape)
     if grouped_sizes is None or original_sizes is None or not is_static(channels):
-        return None
+        return Skip("its grouped view would have two sizes that depend on the input, or its channels do")
+    graph = pass_.graph
     channel_shape = [int(channels)] + [1] * (len(shape) - 2)
     if len(shape) == 3 and groups == channels:
         # One row per channel: normalized as [N, C, 1, L], which XNNPACK reduces in its
@@ -147,14 +130,14 @@ def _per_channel(
     """
     if parameter is None:
         return None
-    if parameter in pass_.sources:
-        data = pass_.sources[parameter].reshape(shape)
-        pass_.stored_per_channel.add(parameter)
+    if parameter in pass_.constants:
+        data = pass_.constants[parameter].reshape(shape)
+        pass_.release_constant(parameter)
         return add_constant(pass_.exported_program, graph, f"{parameter.name}_per_channel", data)
     return insert_op(graph, aten.view.default, (parameter, shape), origin=origin)
 
 
-def _var(pass_: DecomposeNormalizationPass, graph: torch.fx.Graph, node: torch.fx.Node) -> torch.fx.Node | None:
+def _var(pass_: DecomposeNormalizationPass, node: torch.fx.Node) -> torch.fx.Node | Skip:
     x = node.args[0]
     shape = value(x).shape
     dims = argument(node, 1, "dim")
@@ -168,7 +151,8 @@ def _var(pass_: DecomposeNormalizationPass, graph: torch.fx.Graph, node: torch.f
         keepdim = node.kwargs.get("keepdim", False)
     count = math.prod(shape[d] for d in dims)
     if correction and not is_static(count):
-        return None
+        return Skip("a corrected variance over a count that depends on the input")
+    graph = pass_.graph
     mean = insert_op(graph, aten.mean.dim, (x, dims, True), origin=node)
     centered = insert_op(graph, aten.sub.Tensor, (x, mean), origin=node)
     squared = insert_op(graph, aten.mul.Tensor, (centered, centered), origin=node)
