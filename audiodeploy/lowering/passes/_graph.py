@@ -278,6 +278,30 @@ def constant_sources(ep: ExportedProgram) -> dict[torch.fx.Node, torch.Tensor]:
     return values
 
 
+ELEMENTWISE = frozenset(
+    {
+        aten.gelu.default,
+        aten.relu.default,
+        aten.leaky_relu.default,
+        aten.silu.default,
+        aten.tanh.default,
+        aten.sigmoid.default,
+        aten.hardtanh.default,
+        aten.elu.default,
+    }
+)
+"""Ops of one tensor (and scalars) that compute each element from that element alone."""
+
+
+def elementwise_chain(node: torch.fx.Node) -> tuple[list[torch.fx.Node], torch.fx.Node]:
+    """The elementwise ops, last first, read only by each other from ``node`` back; and what the first reads."""
+    chain = []
+    while node.op == "call_function" and node.target in ELEMENTWISE and len(node.users) == 1:
+        chain.append(node)
+        node = node.args[0]
+    return chain, node
+
+
 def rewrite_done(ep: ExportedProgram) -> None:
     """Drop nodes the rewrite left unused (symbolic size reads, replaced ops) and recompile."""
     ep.graph.eliminate_dead_code()

@@ -51,24 +51,19 @@ from audiodeploy.lowering.passes._graph import (
     Skip,
     add_constant,
     argument,
-    constant_sources,
     conv1d_geometry,
+    ELEMENTWISE,
     convolves_float32_signal,
+    elementwise_chain,
     insert_op,
     value,
 )
-from audiodeploy.lowering.passes.squeeze_unsqueeze_pairs import ELEMENTWISE
-from audiodeploy.lowering.passes.squeeze_unsqueeze_pairs import elementwise_chain
 
 aten = torch.ops.aten
 
 
 class ConvChainsAsImagesPass(NodeRewritePass):
     targets = frozenset({aten.conv1d.default})
-
-    def __init__(self, exported_program: torch.export.ExportedProgram) -> None:
-        super().__init__(exported_program)
-        self._sources = constant_sources(exported_program)
 
     def rewrite(self, node: torch.fx.Node) -> torch.fx.Node | Skip:
         reason = self._unsupported(node)
@@ -104,18 +99,18 @@ class ConvChainsAsImagesPass(NodeRewritePass):
         if not all(isinstance(v, int) for v in (stride, padding, dilation)):
             return "its stride, padding or dilation is not one number"
         weight = conv.args[1]
-        if weight.op == "placeholder" and weight not in self._sources:
+        if weight.op == "placeholder" and weight not in self.constants:
             return "its weight is an input, a mutated buffer or data stored apart"
-        if weight in self._sources and len(weight.users) > 1:
+        if weight in self.constants and len(weight.users) > 1:
             return "its weight is a constant also read elsewhere: a 4-D copy would store it twice"
         return None
 
     def _image_weight(self, conv: torch.fx.Node) -> torch.fx.Node:
         """``W [Co, C / groups, K, 1]``: a constant, or an ``unsqueeze`` on a computed weight."""
         weight = conv.args[1]
-        if weight in self._sources:
+        if weight in self.constants:
             self.release_constant(weight)
-            data = self._sources[weight].unsqueeze(-1)
+            data = self.constants[weight].unsqueeze(-1)
             return add_constant(self.exported_program, self.graph, f"{weight.name}_image", data)
         return insert_op(self.graph, aten.unsqueeze.default, (weight, -1), origin=conv)
 

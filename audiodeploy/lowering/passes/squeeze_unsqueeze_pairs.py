@@ -27,53 +27,23 @@ back elsewhere.
 from __future__ import annotations
 
 import torch
-from torch.fx.passes.infra.pass_base import PassResult
 
-from audiodeploy.lowering.passes._graph import ExportedProgramPass, insert_op, replace_node, rewrite_done, value
+from audiodeploy.lowering.passes._graph import NodeRewritePass, Skip, elementwise_chain, insert_op, value
 
 aten = torch.ops.aten
 
-ELEMENTWISE = {
-    aten.gelu.default,
-    aten.relu.default,
-    aten.leaky_relu.default,
-    aten.silu.default,
-    aten.tanh.default,
-    aten.sigmoid.default,
-    aten.hardtanh.default,
-    aten.elu.default,
-}
-"""Ops of one tensor (and scalars) that compute each element from that element alone."""
 
+class SqueezeUnsqueezePairsPass(NodeRewritePass):
+    targets = frozenset({aten.unsqueeze.default})
 
-class SqueezeUnsqueezePairsPass(ExportedProgramPass):
-    def call(self, graph_module: torch.fx.GraphModule) -> PassResult:
-        graph = graph_module.graph
-        modified = False
-        for node in list(graph.nodes):
-            if node.op != "call_function" or node.target != aten.unsqueeze.default:
-                continue
-            chain, squeezed = elementwise_chain(node.args[0])
-            if not _undoes(node, squeezed):
-                continue
-            image = squeezed.args[0]
-            with graph.inserting_before(node):
-                for op in reversed(chain):
-                    image = insert_op(graph, op.target, (image, *op.args[1:]), dict(op.kwargs), origin=op)
-            replace_node(self.exported_program, node, image)
-            modified = True
-        if modified:
-            rewrite_done(self.exported_program)
-        return PassResult(graph_module, modified)
-
-
-def elementwise_chain(node: torch.fx.Node) -> tuple[list[torch.fx.Node], torch.fx.Node]:
-    """The elementwise ops, last first, read only by each other from ``node`` back; and what the first reads."""
-    chain = []
-    while node.op == "call_function" and node.target in ELEMENTWISE and len(node.users) == 1:
-        chain.append(node)
-        node = node.args[0]
-    return chain, node
+    def rewrite(self, node: torch.fx.Node) -> torch.fx.Node | Skip:
+        chain, squeezed = elementwise_chain(node.args[0])
+        if not _undoes(node, squeezed):
+            return Skip("it does not put back a dimension squeezed before it (through elementwise ops)")
+        image = squeezed.args[0]
+        for op in reversed(chain):
+            image = insert_op(self.graph, op.target, (image, *op.args[1:]), dict(op.kwargs), origin=op)
+        return image
 
 
 def _undoes(unsqueeze: torch.fx.Node, squeezed: torch.fx.Node) -> bool:

@@ -24,9 +24,8 @@ from __future__ import annotations
 import operator
 
 import torch
-from torch.fx.passes.infra.pass_base import PassResult
 
-from audiodeploy.lowering.passes._graph import ExportedProgramPass
+from audiodeploy.lowering.passes._graph import NodeRewritePass, Skip
 
 aten = torch.ops.aten
 
@@ -68,46 +67,38 @@ def _split_dim(node: torch.fx.Node, rank: int) -> int:
     return dim % rank
 
 
-class UnpackSplitOfCatPass(ExportedProgramPass):
-    def call(self, graph_module: torch.fx.GraphModule) -> PassResult:
-        rewired = 0
-        for node in list(graph_module.graph.nodes):
-            rewired += _rewire_pieces(node)
-        if rewired:
-            graph_module.graph.eliminate_dead_code()
-            graph_module.recompile()
-        return PassResult(graph_module, rewired > 0)
+class UnpackSplitOfCatPass(NodeRewritePass):
+    targets = frozenset({aten.split.Tensor, aten.split_with_sizes.default, aten.slice.Tensor})
 
-
-def _rewire_pieces(node: torch.fx.Node) -> int:
-    """Point the users of ``node``'s pieces at the cat inputs they equal; how many were rewired."""
-    if node.op != "call_function" or not node.args:
-        return 0
-    cat = node.args[0]
-    if not (isinstance(cat, torch.fx.Node) and cat.target == aten.cat.default):
-        return 0
-    pieces = _cat_pieces(cat)
-    if pieces is None:
-        return 0
-    dim, inputs, offsets = pieces
-    rank = cat.meta["val"].dim()
-    rewired = 0
-    if node.target in (aten.split.Tensor, aten.split_with_sizes.default):
+    def rewrite(self, node: torch.fx.Node) -> torch.fx.Node | dict[torch.fx.Node, torch.fx.Node] | Skip:
+        """The cat input each piece of ``node`` equals, in place of that piece."""
+        cat = node.args[0]
+        if not (isinstance(cat, torch.fx.Node) and cat.target == aten.cat.default):
+            return Skip("it does not cut a cat")
+        pieces = _cat_pieces(cat)
+        if pieces is None:
+            return Skip("the cat's input sizes along its dimension are not all fixed")
+        dim, inputs, offsets = pieces
+        rank = cat.meta["val"].dim()
+        if node.target == aten.slice.Tensor:
+            return _slice_piece(node, dim, rank, inputs, offsets)
         if _split_dim(node, rank) != dim or _split_boundaries(node, offsets[-1]) != offsets:
-            return 0
-        for user in list(node.users):
-            if user.target is operator.getitem:
-                user.replace_all_uses_with(inputs[user.args[1]])
-                rewired += 1
-    elif node.target == aten.slice.Tensor:
-        slice_dim = (node.args[1] if len(node.args) > 1 else 0) % rank
-        start = node.args[2] if len(node.args) > 2 else 0
-        end = node.args[3] if len(node.args) > 3 else offsets[-1]
-        step = node.args[4] if len(node.args) > 4 else 1
-        if slice_dim != dim or step != 1:
-            return 0
-        for index in range(len(inputs)):
-            if (start, min(end, offsets[-1])) == (offsets[index], offsets[index + 1]):
-                node.replace_all_uses_with(inputs[index])
-                return 1
-    return rewired
+            return Skip("its pieces are not the cat's inputs")
+        equal = {user: inputs[user.args[1]] for user in node.users if user.target is operator.getitem}
+        return equal or Skip("its pieces are not read by getitem")
+
+
+def _slice_piece(
+    node: torch.fx.Node, dim: int, rank: int, inputs: list[torch.fx.Node], offsets: list[int]
+) -> torch.fx.Node | Skip:
+    """The cat input a slice of the cat equals."""
+    slice_dim = (node.args[1] if len(node.args) > 1 else 0) % rank
+    start = node.args[2] if len(node.args) > 2 else 0
+    end = node.args[3] if len(node.args) > 3 else offsets[-1]
+    step = node.args[4] if len(node.args) > 4 else 1
+    if slice_dim != dim or step != 1:
+        return Skip("it slices another dimension, or with a step")
+    for index in range(len(inputs)):
+        if (start, min(end, offsets[-1])) == (offsets[index], offsets[index + 1]):
+            return inputs[index]
+    return Skip("its bounds are not one of the cat's inputs")
