@@ -26,13 +26,17 @@ code as ``audiodeploy bench`` (``audiodeploy.bench.timing``). Stock takes
 tens of seconds a call at full size, hence its own, smaller run count.
 
 Defaults are wav2vec2-large's (1024 channels, kernel 128, 16 groups, padding 64,
-sequence length 499, about 1 s of audio). Run from the repository root::
+sequence length 499: 10 s of audio, at wav2vec2's 50 frames a second). Run from the repository root::
 
     python benchmarks/pos_conv.py                       # full size, a few minutes
     python benchmarks/pos_conv.py --channels 64 --kernel 16 --groups 4 --length 50 \\
         --json /tmp/pos_conv_small.json                 # quick check
 
 The result goes to ``benchmarks/results/pos_conv.json`` unless ``--json`` says otherwise.
+
+The module, its labels and its size come from :mod:`audiodeploy.bench.pos_conv`, which ``audiodeploy bench
+pos-conv`` runs on a device (the native runner, qemu-aarch64, a phone, a board) with the stock and folded
+lowerings only.
 """
 
 from __future__ import annotations
@@ -44,11 +48,14 @@ import time
 from pathlib import Path
 
 import torch
-from torch.nn.utils import parametrizations, parametrize
+from torch.nn.utils import parametrize
 
 import audiodeploy
 from audiodeploy._files import atomic_write_text
 from audiodeploy.bench.errors import BenchError
+from audiodeploy.bench.pos_conv import LABELS as LOWERING_LABELS
+from audiodeploy.bench.pos_conv import PosConvShape, build, build_model
+from audiodeploy.bench.results import ms, ops, size
 from audiodeploy.bench.runtimes import OnnxRuntime, require_onnxruntime
 from audiodeploy.bench.timing import Runner, machine_info, paired_ratio, set_threads, time_interleaved
 from audiodeploy.runtime import Program
@@ -56,8 +63,7 @@ from audiodeploy.runtime import Program
 RESULTS = Path(__file__).resolve().parent / "results"
 
 LABELS = {
-    "stock": "stock ExecuTorch (fold=False)",
-    "audiodeploy": "audiodeploy (fold=True)",
+    **LOWERING_LABELS,
     "reference": "parametrization removed by hand",
     "eager": "eager PyTorch",
     "onnxruntime": "ONNX Runtime",
@@ -95,13 +101,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return args
 
 
-def build_model(channels: int, kernel: int, groups: int, seed: int) -> torch.nn.Module:
-    """The positional convolution as wav2vec2 builds it, with seeded weights, in eval mode."""
-    torch.manual_seed(seed)
-    conv = torch.nn.Conv1d(channels, channels, kernel, padding=kernel // 2, groups=groups)
-    return parametrizations.weight_norm(conv, name="weight", dim=2).eval()
-
-
 def build_reference(model: torch.nn.Module, channels: int, kernel: int, groups: int) -> torch.nn.Module:
     """A fresh module with ``model``'s weights and its parametrization removed by hand.
 
@@ -125,16 +124,13 @@ def main(argv: list[str] | None = None) -> dict:
     args = parse_args(argv)
     threads = set_threads(args.threads)
     machine = machine_info(threads)  # before the run: its date is when the run started
-    padding = args.kernel // 2
-    module_desc = (
-        f"weight_norm(Conv1d({args.channels}, {args.channels}, {args.kernel}, padding={padding}, "
-        f"groups={args.groups}), dim=2)"
-    )
+    shape = PosConvShape(args.channels, args.kernel, args.groups, args.length)
+    padding = shape.padding
+    module_desc = shape.describe()
     log(f"{module_desc}, input (1, {args.channels}, {args.length}), {threads} thread(s)")
 
-    model = build_model(args.channels, args.kernel, args.groups, args.seed)
+    model, x = build(shape, args.seed)  # the module and input `audiodeploy bench pos-conv` measures
     reference_model = build_reference(model, args.channels, args.kernel, args.groups)
-    x = torch.randn(1, args.channels, args.length, generator=torch.Generator().manual_seed(args.seed + 1))
     with torch.no_grad():
         expected = model(x)
 
@@ -231,7 +227,7 @@ def main(argv: list[str] | None = None) -> dict:
             "output_shape": list(expected.shape),
             "dtype": "float32",
             "seed": args.seed,
-            "gflop": conv_gflop(args.channels, args.kernel, args.groups, expected.shape[-1]),
+            "gflop": shape.gflop(),
         },
         "machine": machine,
         "results": results,
@@ -245,11 +241,6 @@ def main(argv: list[str] | None = None) -> dict:
     atomic_write_text(args.json, json.dumps(record, indent=2) + "\n")
     log(f"wrote {args.json}")
     return record
-
-
-def conv_gflop(channels: int, kernel: int, groups: int, out_length: int) -> float:
-    """Multiply-adds x 2 of the grouped convolution, in GFLOP."""
-    return 2 * channels * (channels // groups) * kernel * out_length / 1e9
 
 
 def format_table(record: dict) -> str:
@@ -266,24 +257,21 @@ def format_table(record: dict) -> str:
     for name, r in results.items():
         latency = r["latency"]
         if name == "eager":
-            cells = [r["label"], "–", "–", _ms(latency["median_s"]), _runs(latency), "–", "–", "–"]
+            cells = [r["label"], "–", "–", ms(latency["median_s"]), _runs(latency), "–", "–", "–"]
         elif name == "onnxruntime":
             cells = [
-                r["label"], "–", "–", _ms(latency["median_s"]), _runs(latency), f"{r['max_abs_diff']:.1e}",
-                _size(r["onnx_bytes"]), f"{r['export_s']:.1f} s",
+                r["label"], "–", "–", ms(latency["median_s"]), _runs(latency), f"{r['max_abs_diff']:.1e}",
+                size(r["onnx_bytes"]), f"{r['export_s']:.1f} s",
             ]
         else:
-            outside = ", ".join(
-                f"{_short(op)}{f' x{n}' if n > 1 else ''}" for op, n in r["ops_outside_delegates"].items()
-            )
             cells = [
                 r["label"],
                 str(r["delegates"]),
-                outside or "none",
-                _ms(latency["median_s"]),
+                ops(r["ops_outside_delegates"]),
+                ms(latency["median_s"]),
                 _runs(latency),
                 f"{r['max_abs_diff']:.1e}",
-                _size(r["pte_bytes"]),
+                size(r["pte_bytes"]),
                 f"{r['lowering_s']:.1f} s",
             ]
         lines.append("| " + " | ".join(cells) + " |")
@@ -296,25 +284,8 @@ def format_table(record: dict) -> str:
     return "\n".join(lines)
 
 
-def _size(n: int) -> str:
-    return f"{n / 2**20:.1f} MiB" if n >= 2**20 else f"{n / 2**10:.1f} KiB"
-
-
 def _ratio(r: float) -> str:
     return f"{r:,.0f}x" if r >= 100 else f"{r:.3f}x"
-
-
-def _short(op: str) -> str:
-    return op.removeprefix("aten.")
-
-
-def _ms(seconds: float) -> str:
-    ms = seconds * 1e3
-    if ms >= 100:
-        return f"{ms:,.0f} ms"
-    if ms >= 10:
-        return f"{ms:.1f} ms"
-    return f"{ms:.2f} ms" if ms >= 1 else f"{ms * 1e3:.0f} µs"
 
 
 def _runs(latency: dict) -> str:

@@ -6,8 +6,9 @@ and ONNX Runtime, in one interleaved run on this machine, or on an Android phone
     print(format_table(record))
 
 Modules: ``runner`` (the request and the run), ``runtimes`` (audiodeploy, stock, .pte, eager,
-ONNX Runtime), ``transports`` (local, adb), ``timing`` (interleaved timing, shared with
-``benchmarks/``), ``memory``, ``results`` (the one JSON schema and the table), ``plot``.
+ONNX Runtime), ``transports`` (local, native, qemu-aarch64, adb, ssh), ``timing`` (interleaved timing, shared
+with ``benchmarks/``), ``memory``, ``results`` (the one JSON schema and the table), ``plot``, ``pos_conv`` (the
+``pos-conv`` target: wav2vec2's weight-normed positional convolution, stock against folded lowering).
 """
 
 from audiodeploy.bench.errors import BenchError

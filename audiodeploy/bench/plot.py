@@ -14,6 +14,7 @@ from typing import Any
 
 from audiodeploy._files import atomic_write_bytes
 from audiodeploy.bench.errors import BenchError
+from audiodeploy.bench.results import POS_CONV, where_measured
 from audiodeploy.bench.runtimes import BENCH_EXTRA_HINT
 
 COLORS = {
@@ -60,11 +61,16 @@ def write_png(path: Path, png: bytes) -> Path:
 
 def _title(record: dict[str, Any]) -> str:
     target, machine, transport = record["target"], record["machine"], record["transport"]
-    what = f"{target['recipe']} {target['variant']}" if target["kind"] == "recipe" else Path(target["path"]).name
+    if target["kind"] == "recipe":
+        what = f"{target['recipe']} {target['variant']}"
+    elif target["kind"] == POS_CONV:
+        what = target["module"]
+    else:
+        what = Path(target["path"]).name
     where = (
         f"{machine.get('processor') or machine.get('machine')}, {machine['threads']} thread(s)"
         if transport["kind"] == "local"
-        else f"{transport.get('device', {}).get('model') or 'phone'} (adb)"
+        else where_measured(record)
     )
     return f"{what}: latency per runtime\n{where}; torch {machine['torch']}, executorch {machine['executorch']}"
 

@@ -44,6 +44,12 @@ from audiodeploy._files import atomic_write_text
 
 SCHEMA = "audiodeploy.bench/1"
 
+NATIVE_SUFFIX = "-native"
+"""``--device native`` names the runner's measurement of runtime NAME ``NAME-native``."""
+
+POS_CONV = "pos-conv"
+"""The target (and ``target.kind``) of ``audiodeploy bench pos-conv`` (:mod:`audiodeploy.bench.pos_conv`)."""
+
 RATIOS_NOTE = (
     "ratios: the baseline's median latency / the runtime's, measured in the same run (< 1: the baseline is "
     "faster); paired_ratios: median over the rounds of the per-round ratio (interleaved local runs only)"
@@ -140,14 +146,17 @@ def ratio_words(ratio: float, baseline: str) -> str:
     return f"{number} ({baseline} {ratio:,.3g}x slower)"
 
 
-def _where(transport: dict) -> str:
+def where_measured(record: dict[str, Any]) -> str:
     """Where a record was measured, as the table's heading says it."""
+    transport = record["transport"]
     kind = transport["kind"]
     device = transport.get("device") or {}
     if kind == "local":
         return "this machine"
     if kind == "native":
-        return "this machine (Python runtime and native runner)"
+        # The pos-conv target runs the runner alone; every other target puts it beside the Python runtime.
+        beside = any(name.endswith(NATIVE_SUFFIX) for name in record["runtimes"])
+        return "this machine (Python runtime and native runner)" if beside else "this machine (native runner)"
     if kind == "qemu-aarch64":
         return "emulated arm64 (qemu-aarch64; latency says nothing about hardware)"
     return f"{device.get('model') or kind + ' device'} over {kind}"
@@ -162,7 +171,8 @@ def ops(outside: dict[str, int] | None) -> str:
     return ", ".join(parts) or "none"
 
 
-def _aligned(rows: list[list[str]]) -> list[str]:
+def aligned(rows: list[list[str]]) -> list[str]:
+    """Rows as columns padded to their widest cell, a rule under the first."""
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in rows]
     lines.insert(1, "  ".join("-" * w for w in widths))
@@ -182,20 +192,29 @@ def _fidelity_columns(case: dict[str, Any]) -> list[tuple[str, tuple[str, Any]]]
     ]
 
 
+def heading(what: str, record: dict[str, Any]) -> str:
+    """The table's first line: what was measured, where, with how many threads, on what, with which versions."""
+    machine = record["machine"]
+    return (
+        f"{what}; on {where_measured(record)}; {machine['threads'] or 'default'} thread(s); "
+        f"{machine.get('processor') or machine.get('machine')}; torch {machine['torch']}, executorch {machine['executorch']}"
+    )
+
+
 def format_table(record: dict[str, Any]) -> str:
     """The readable summary printed on the terminal."""
-    target, machine, transport = record["target"], record["machine"], record["transport"]
+    target = record["target"]
+    if target["kind"] == POS_CONV:
+        from audiodeploy.bench.pos_conv import format_table as format_pos_conv  # it builds on this module
+
+        return format_pos_conv(record)
     baseline = record["baseline"]
-    where = _where(transport)
     what = (
         f"{target['recipe']} {target['variant']} ({target['source']}, {target['weights']})"
         if target["kind"] == "recipe"
         else target["path"]
     )
-    lines = [
-        f"{what}; on {where}; {machine['threads'] or 'default'} thread(s); "
-        f"{machine.get('processor') or machine.get('machine')}; torch {machine['torch']}, executorch {machine['executorch']}",
-    ]
+    lines = [heading(what, record)]
     for name, info in record["runtimes"].items():
         extra = f"; {info['delegates']} delegate(s), outside: {ops(info['ops_outside_delegates'])}" if info["delegates"] is not None else ""
         prepared = f"; prepared in {info['prepare_s']:.1f} s" if info["prepare_s"] is not None else ""
@@ -223,7 +242,7 @@ def format_table(record: dict[str, Any]) -> str:
                 *(show(figures.get(key)) for _, (key, show) in fidelity),
                 ratio_words(case["ratios"][key], baseline) if key in case["ratios"] else "",
             ])
-        lines += _aligned(rows)
+        lines += aligned(rows)
         notes = [f"{name}: {note}" for name, figures in case["runtimes"].items() for note in figures["notes"]]
         lines += [f"  note: {n}" for n in notes]
     lines += ["", "RTF: median latency / audio duration (< 1 is faster than real time). runs: timed + warm-up."]

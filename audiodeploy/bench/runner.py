@@ -12,13 +12,16 @@ not measured.
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Sequence
 
 import torch
 
+from audiodeploy.bench import pos_conv
 from audiodeploy.bench.errors import BenchError
+from audiodeploy.bench.pos_conv import PosConvShape
 from audiodeploy.bench.results import MEMORY_NOTE, RATIOS_NOTE, SCHEMA, validate
 from audiodeploy.bench.runtimes import (
     COMPARABLE,
@@ -69,6 +72,9 @@ class BenchRequest:
     threads: int | None = None
     device: str = "local"
     """local, native, qemu-aarch64, adb, adb:SERIAL or ssh:[USER@]HOST[:PORT] (transports.parse_device)."""
+    pos_conv: PosConvShape | None = None
+    """The ``pos-conv`` target's size (``--channels``, ``--kernel``, ``--groups``, ``--length``); None: its
+    defaults. Given with another target, an error."""
     runner: Path | None = None
     """``--device adb`` only: ExecuTorch's ``executor_runner`` built for the phone with the NDK, instead of the
     project's android-arm64 bundle (the default)."""
@@ -77,6 +83,11 @@ class BenchRequest:
     """What models.md calls the result; default ``recipe-variant`` or the .pte's stem."""
     command: str | None = None
     """The command line to record; default this process's."""
+
+    @property
+    def pos_conv_shape(self) -> PosConvShape:
+        """The size the ``pos-conv`` target measures: the one given, else its defaults."""
+        return self.pos_conv or PosConvShape()
 
 
 def parse_compare(text: str | None) -> tuple[str, ...]:
@@ -91,21 +102,71 @@ def parse_compare(text: str | None) -> tuple[str, ...]:
 
 
 def is_pte_target(target: str) -> bool:
-    return target.endswith(".pte") or Path(target).is_file()
+    return target != pos_conv.TARGET and (target.endswith(".pte") or Path(target).is_file())
+
+
+THREADS_PER_CPU = 4
+"""``--threads`` takes at most this many threads per CPU of this machine (local, native, qemu-aarch64): more only
+oversubscribes the CPUs, and 100000 made thread creation fail with a MemoryError and the bench hang."""
+DEVICE_MAX_THREADS = 256
+"""``--threads`` for a phone or board (adb, ssh), whose CPU count is not known before the runner reports it."""
+
+
+def max_threads(device_kind: str) -> int:
+    """The most ``--threads`` that `device_kind` takes."""
+    if device_kind in ("adb", "ssh"):
+        return DEVICE_MAX_THREADS
+    return THREADS_PER_CPU * (os.cpu_count() or 1)
+
+
+def _check_threads(threads: int | None, device_kind: str) -> None:
+    if threads is None:
+        return
+    if threads < 1:
+        raise BenchError("--threads must be at least 1")
+    limit = max_threads(device_kind)
+    if threads > limit:
+        why = (
+            f"the most bench starts on a device over {device_kind}"
+            if device_kind in ("adb", "ssh")
+            else f"{THREADS_PER_CPU} per CPU, {os.cpu_count() or 1} CPU(s) here"
+        )
+        raise BenchError(f"--threads {threads} is more than {limit} ({why}); give at most {limit}, or leave it out for ExecuTorch's default")
+
+
+def _check_pos_conv(request: BenchRequest) -> None:
+    """The pos-conv target lowers its own module both ways at one length: recipe and length options do not apply."""
+    given = [
+        option
+        for option, value in (
+            ("--compare", request.compare), ("--variant", request.variant), ("--source", request.source),
+            ("--weights", request.weights), ("--seconds", request.seconds),
+        )
+        if value
+    ]  # fmt: skip
+    if given:
+        raise BenchError(
+            f"{', '.join(given)}: not for pos-conv, which compares stock and audiodeploy lowering of its own module; "
+            "size it with --channels, --kernel, --groups and --length"
+        )
+    request.pos_conv_shape.check()
 
 
 def check(request: BenchRequest) -> None:
     """Every mistake that can be found without building anything, each as a one-line error."""
     if request.runs < 1 or request.stock_runs < 1 or request.warmup < 0 or request.stock_warmup < 0:
         raise BenchError("--runs and --stock-runs must be at least 1, --warmup and --stock-warmup at least 0")
-    if request.threads is not None and request.threads < 1:
-        raise BenchError("--threads must be at least 1")
+    kind, _ = parse_device(request.device)
+    _check_threads(request.threads, kind)
     if request.seconds is not None and (not request.seconds or any(not (s > 0 and math.isfinite(s)) for s in request.seconds)):
         raise BenchError("--seconds takes positive durations in seconds")
-    kind, _ = parse_device(request.device)
     unknown = [n for n in request.compare if n not in COMPARABLE]
     if unknown:
         raise BenchError(f"--compare {','.join(unknown)}: choose among {', '.join(COMPARABLE)}")
+    if request.target == pos_conv.TARGET:
+        _check_pos_conv(request)
+    elif request.pos_conv is not None:
+        raise BenchError(f"--channels, --kernel, --groups and --length size the {pos_conv.TARGET} target only; drop them for {request.target}")
     if is_pte_target(request.target):
         if not Path(request.target).is_file():
             raise BenchError(f"{request.target}: no such file; give a .pte written by `audiodeploy export`, or a recipe name")
@@ -145,7 +206,9 @@ def run_bench(request: BenchRequest, log: Log = lambda message: None) -> dict:
     check(request)
     transport, threads = _transport(request, log)
     machine = machine_info(threads, request.command)  # before the run: its date is when the run started
-    if is_pte_target(request.target):
+    if request.target == pos_conv.TARGET:
+        target, runtimes, cases = _pos_conv_cases(request, transport, log)
+    elif is_pte_target(request.target):
         target, runtimes, cases = _pte_cases(request, transport, log)
     else:
         target, runtimes, cases = _recipe_cases(request, transport, threads, log)
@@ -165,7 +228,8 @@ def _transport(request: BenchRequest, log: Log) -> tuple[Transport, int | None]:
         return AdbRunnerTransport.for_device(detail, log), request.threads
     if kind == "ssh":
         return SshTransport.for_device(detail, log), request.threads  # type: ignore[arg-type]
-    if kind == "qemu-aarch64":
+    if kind == "qemu-aarch64" or (kind == "native" and request.target == pos_conv.TARGET):
+        # pos-conv compares two lowerings in the runner, so its native device is the runner alone.
         return RunnerTransport.for_device(kind, log), request.threads
     # local and native: this process's thread count, which the native runner is then given too.
     transport = NativeSideBySide.for_device(log) if kind == "native" else LocalTransport()
@@ -273,6 +337,21 @@ def _lowered(
     return lower_module(name, module, inputs, dynamic_shapes, fold=name == "audiodeploy")
 
 
+def _pos_conv_cases(request: BenchRequest, transport, log: Log):
+    """The positional convolution lowered the stock way and by audiodeploy, at one fixed input length."""
+    shape = request.pos_conv_shape
+    model, x = pos_conv.build(shape, request.seed)
+    with torch.no_grad():
+        expected = model(x)
+    runtimes = []
+    for name in ("stock", "audiodeploy"):
+        log(f"lowering {name}: {pos_conv.LABELS[name]}, {shape.describe()} on {tuple(x.shape)}")
+        runtimes.append(lower_module(name, model, (x,), None, fold=name == "audiodeploy"))
+    # Fixed-length programs: a runner that needs one program per length runs these as they are.
+    case = _Case(None, shape.length, (x,), None, expected, runtimes=list(runtimes) if transport.programs_per_length else [])
+    return pos_conv.target_record(shape, model), runtimes, [case]
+
+
 def _pte_cases(request: BenchRequest, transport, log: Log):
     from audiodeploy.program.description import program_digest, read_sidecar, sidecar_path
 
@@ -353,9 +432,7 @@ def _measure(request, target, runtimes, cases, transport, threads, machine, log)
         transport.close(runtimes)
     if threads is None:
         machine["threads"] = None
-    name = request.name or (
-        f"{target['recipe']}-{target['variant']}" if target["kind"] == "recipe" else Path(target["path"]).stem
-    )
+    name = request.name or _default_name(request, target)
     return {
         "schema": SCHEMA,
         "benchmark": "bench",
@@ -378,6 +455,15 @@ def _measure(request, target, runtimes, cases, transport, threads, machine, log)
         "ratios_note": RATIOS_NOTE,
         "memory_note": MEMORY_NOTE,
     }
+
+
+def _default_name(request: BenchRequest, target: dict) -> str:
+    """What models.md calls a result when ``--name`` is not given."""
+    if target["kind"] == pos_conv.TARGET:
+        return pos_conv.default_name(request.pos_conv_shape)
+    if target["kind"] == "recipe":
+        return f"{target['recipe']}-{target['variant']}"
+    return Path(target["path"]).stem
 
 
 def _case_record(case: _Case, measured: dict[str, Measurement], baseline: str | None) -> dict:

@@ -47,6 +47,7 @@ import torch
 
 from audiodeploy.bench.errors import BenchError
 from audiodeploy.bench.memory import PeakResident
+from audiodeploy.bench.results import NATIVE_SUFFIX
 from audiodeploy.bench.runtimes import ExecuTorchRuntime, Runtime
 from audiodeploy.bench.timing import Runner, Timing, latency_dict, time_interleaved
 from audiodeploy.native import (
@@ -591,10 +592,6 @@ class RunnerTransport(Transport):
                 self._emulated_cpu = run.emulated_cpu
                 results[runtime.name] = _runner_measurement(run, n, self.emulated)
         return results
-
-
-NATIVE_SUFFIX = "-native"
-"""``--device native`` names the runner's measurement of runtime NAME ``NAME-native``."""
 
 
 class NativeSideBySide(Transport):

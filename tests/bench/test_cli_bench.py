@@ -135,6 +135,25 @@ def test_pte_that_cannot_load(tmp_path):
     assert not (tmp_path / "r.json").exists() and not (tmp_path / "r.png").exists()
 
 
+def test_threads_beyond_four_per_cpu_are_refused_before_anything_is_built(tmp_path):
+    """``--threads 100000`` used to end in thread creation's MemoryError and a bench that hung."""
+    limit = 4 * os.cpu_count()
+    result = audiodeploy("bench", "wav2vec2", "--variant", "tiny", "--threads", "100000", "--json", str(tmp_path / "r.json"))
+    assert result.returncode == 2
+    assert_clean_error(result, "--threads 100000 is more than", f"give at most {limit}")
+    assert result.stderr.count("\n") == 1 and "MemoryError" not in result.stderr  # no progress line: nothing started
+    assert not (tmp_path / "r.json").exists()
+
+
+def test_threads_at_four_per_cpu_are_taken(tmp_path, linear_pte):
+    limit = 4 * os.cpu_count()
+    result = audiodeploy(
+        "bench", str(linear_pte), "--threads", str(limit), "--runs", "1", "--warmup", "0", "--json", str(tmp_path / "r.json")
+    )
+    assert result.returncode == 0, result.stderr
+    assert json.loads((tmp_path / "r.json").read_text())["settings"]["threads"] == limit
+
+
 def test_unknown_compare_name(tmp_path):
     result = audiodeploy("bench", "wav2vec2", "--compare", "tflite", "--json", str(tmp_path / "r.json"))
     assert_clean_error(result, "--compare tflite", "stock, eager, onnxruntime")
