@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import errno
+import os
+import struct
+
 import numpy as np
 import pytest
 import soundfile
 import torch
 import torchaudio.functional
 
+from audiodeploy.runtime import audio as audio_module
 from audiodeploy.runtime.audio import AudioArray, AudioFile, AudioInputError, WavWriter
 
 
@@ -84,3 +89,114 @@ def test_a_streamed_wav_appears_whole_or_not_at_all(tmp_path):
         writer.write(np.full(500, -0.5, dtype=np.float32))
     audio, rate = soundfile.read(str(target))
     assert rate == 16_000 and audio.size == 1500 and audio[0] == pytest.approx(0.5, abs=1e-4)
+
+
+# Rates whose torchaudio filter (one row per output phase, a whole input period long) would not fit in memory
+# are resampled by the same filter evaluated only where it is not zero.
+
+
+@pytest.mark.parametrize("file_rate", [22_050, 8_000, 48_000])
+def test_the_sparse_filter_gives_torchaudios_samples(monkeypatch, file_rate):
+    samples = (0.3 * np.random.default_rng(1).standard_normal(file_rate + 33)).astype(np.float32)
+    expected = torchaudio.functional.resample(torch.from_numpy(samples), file_rate, 16_000).numpy()
+    monkeypatch.setattr(audio_module, "_DENSE_FILTER_LIMIT", 0)
+    ratio = audio_module._Ratio(file_rate, 16_000)
+    assert not ratio.dense
+    resampled = ratio.resample(samples)
+    assert resampled.shape == expected.shape
+    # torchaudio builds its filter in float32; the sparse one in float64, hence not bit for bit.
+    np.testing.assert_allclose(resampled, expected, atol=1e-4)
+
+
+@pytest.mark.parametrize("file_rate", [44_101, 192_001, 767_999])
+def test_blocks_of_a_file_at_an_odd_rate_equal_the_whole_file_resampled_in_bounded_memory(tmp_path, file_rate):
+    samples = (0.3 * np.sin(np.arange(file_rate + 555) * 0.01)).astype(np.float32)
+    path = write(tmp_path / "odd.wav", samples, file_rate)
+    with AudioFile(path, 16_000) as audio:
+        ratio = audio._ratio
+        assert not ratio.dense and ratio.up == 16_000  # the rates share no factor: 16000 phases
+        whole = audio.read(0, audio.total)
+        assert whole.size == audio.total == -(-(file_rate + 555) * 16_000 // file_rate)
+        for start, stop in [(0, 1), (1234, 9876), (audio.total - 100, audio.total)]:
+            np.testing.assert_allclose(audio.read(start, stop), whole[start:stop], atol=1e-6)
+        _, taps = ratio._phase_taps()
+        assert taps.nbytes < 40 * 2**20
+    # A 0.01 rad/sample tone stays at 0.01 * file_rate / 16000 rad/sample: the pitch is exact.
+    spectrum = np.abs(np.fft.rfft(whole * np.hanning(whole.size)))
+    assert np.argmax(spectrum) / whole.size * 2 * np.pi == pytest.approx(0.01 * file_rate / 16_000, rel=2e-3)
+
+
+@pytest.mark.parametrize("rate", [1, 999, 768_001, 2**31 - 1])
+def test_a_rate_no_audio_has_is_refused_before_any_work(tmp_path, rate):
+    path = tmp_path / "bad.wav"
+    path.write_bytes(patched_rate(write(tmp_path / "ok.wav", np.zeros(1600, np.float32), 16_000, "PCM_16"), rate))
+    with pytest.raises(AudioInputError, match=rf"the header says {rate} Hz, outside the 1000-768000 Hz"):
+        AudioFile(path, 16_000)
+    with pytest.raises(AudioInputError, match=rf"a sample rate of {rate} Hz"):
+        AudioArray(np.zeros(1600, np.float32), 16_000, source_rate=rate)
+
+
+def patched_rate(path, rate):
+    data = bytearray(path.read_bytes())
+    fmt = data.index(b"fmt ") + 8
+    struct.pack_into("<II", data, fmt + 4, rate, rate * 2 % 2**32)
+    return bytes(data)
+
+
+def test_a_fifo_is_refused_without_being_opened(tmp_path):
+    os.mkfifo(tmp_path / "pipe.wav")
+    with pytest.raises(AudioInputError, match="is a pipe, not a file.*save it to a file first"):
+        AudioFile(tmp_path / "pipe.wav", 16_000)  # opening it would wait for a writer forever
+
+
+def with_data_size(path, size):
+    data = bytearray(path.read_bytes())
+    struct.pack_into("<I", data, data.index(b"data") + 4, size)
+    return bytes(data)
+
+
+def test_a_wav_whose_header_counts_fewer_samples_than_it_holds_is_refused(tmp_path):
+    six = write(tmp_path / "six.wav", np.zeros(6 * 16_000, np.float32), 16_000, "PCM_16")
+    (tmp_path / "short.wav").write_bytes(with_data_size(six, 100))
+    with pytest.raises(AudioInputError, match=r"the header says 50 samples but the file holds 6.00 s; .*ignore_length"):
+        AudioFile(tmp_path / "short.wav", 16_000)
+
+
+def test_chunks_after_the_data_or_a_truncated_file_are_not_a_disagreement(tmp_path):
+    six = write(tmp_path / "six.wav", np.zeros(6 * 16_000, np.float32), 16_000, "PCM_16")
+    listed = bytearray(six.read_bytes()) + b"LIST" + struct.pack("<I", 12) + b"INFOISFT\0\0\0\0"
+    struct.pack_into("<I", listed, 4, len(listed) - 8)
+    (tmp_path / "list.wav").write_bytes(bytes(listed))
+    (tmp_path / "truncated.wav").write_bytes(six.read_bytes()[:50_000])
+    (tmp_path / "junk.wav").write_bytes(six.read_bytes() + b"\1\2\3")
+    for name, frames in [("list.wav", 96_000), ("truncated.wav", (50_000 - 44) // 2), ("junk.wav", 96_000)]:
+        with AudioFile(tmp_path / name, 16_000) as audio:
+            assert audio.total == frames, name
+
+
+def test_a_streamed_wav_counts_its_clipped_samples(tmp_path):
+    with WavWriter(tmp_path / "out.wav", 16_000) as writer:
+        writer.write(np.array([0.5, 1.0, -3.0, 0.999], dtype=np.float32))
+        writer.write(np.zeros(4, dtype=np.float32))
+    assert (writer.clipped, writer.samples) == (2, 8)
+    assert writer.clipping_warning.startswith("25% of samples clipped at ±1 (2 of 8)")
+    audio, _ = soundfile.read(str(tmp_path / "out.wav"))
+    assert audio[2] == -1.0
+
+
+def test_a_failed_write_becomes_an_os_error_naming_the_target_and_leaves_nothing(tmp_path, monkeypatch):
+    target = tmp_path / "out.wav"
+    target.write_bytes(b"the previous file")
+
+    def fail(self, data):
+        raise soundfile.LibsndfileError(2, "System error.")
+
+    with pytest.raises(OSError) as raised:
+        with WavWriter(target, 16_000) as writer:
+            monkeypatch.setattr(writer, "_free_bytes", lambda: 0)
+            monkeypatch.setattr(soundfile.SoundFile, "write", fail)
+            writer.write(np.zeros(100, dtype=np.float32))
+    monkeypatch.undo()
+    assert raised.value.errno == errno.ENOSPC and raised.value.filename == str(target)
+    assert str(raised.value.strerror) == "No space left on device; the previous file is unchanged"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out.wav"] and target.read_bytes() == b"the previous file"
