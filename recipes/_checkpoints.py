@@ -1,5 +1,5 @@
-"""What the recipes that load an original repository's checkpoint share: reading the file, and checking that its
-state dict fits the model built for it, each failure a one-line `WeightsError` naming the file.
+"""What the recipes that load weights share: reading a checkpoint file, and checking that its state dict fits
+the model built for it, each failure a one-line `WeightsError` naming the file.
 
 Declaring a recipe imports no torch: these functions import it when they run.
 """
@@ -11,10 +11,29 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .errors import WeightsError, WeightsMismatchError
+from .errors import UnreadableWeightsError, WeightsError, WeightsMismatchError
 
 if TYPE_CHECKING:
     import torch
+
+REREAD_REMEDY = "download or save the weights again (torch.save of the state dict, or save_pretrained) and pass them"
+_HOLDS_CODE = "it holds code to run while loading"
+CODE_REMEDY = (
+    "take the weights from a source you trust, saved as tensors only (torch.save of the state dict, or save_pretrained)"
+)
+
+# torch.load names what the weights-only unpickler refused after a preamble advising weights_only=False: advice
+# that runs whatever code the file holds. These are the preamble's lines, never quoted.
+_TORCH_ADVICE = (
+    "Weights only load failed",
+    "Please file an issue",
+    "Check the documentation",
+    "WeightsUnpickler error",
+)
+
+# What torch.load and safetensors raise for a file that is not a checkpoint: random bytes reach the unpickler
+# and fail in it (a missing memo key, an empty stack, a bad string), a cut zip fails in its reader.
+_UNREADABLE = (pickle.UnpicklingError, EOFError, KeyError, IndexError, UnicodeDecodeError)
 
 
 def load_payload(path: Path) -> object:
@@ -23,8 +42,54 @@ def load_payload(path: Path) -> object:
 
     try:
         return torch.load(path, map_location="cpu", weights_only=True)
-    except (OSError, RuntimeError, EOFError, ValueError, pickle.UnpicklingError) as error:
-        raise WeightsError(f"cannot read {path} as a PyTorch checkpoint: {first_line(error)}") from None
+    except OSError as error:
+        raise WeightsError(f"cannot read {path}: {error.strerror or first_line(error)}") from None
+    except (RuntimeError, ValueError, *_UNREADABLE) as error:
+        raise unreadable(path, error) from None
+
+
+def is_unreadable(error: BaseException) -> bool:
+    """Whether `error`, raised while loading weights, says the file is corrupt, truncated or not weights at all."""
+    from safetensors import SafetensorError
+
+    if isinstance(error, (SafetensorError, *_UNREADABLE)):
+        return True
+    # A mismatch is a RuntimeError too: only the zip reader's one is about the file.
+    return isinstance(error, RuntimeError) and "PytorchStreamReader" in str(error)
+
+
+def unreadable(path: Path | str, error: BaseException) -> UnreadableWeightsError:
+    """The one-line error for weights at `path` that failed to load with `error` (see `is_unreadable`)."""
+    cause = _cause(error)
+    remedy = CODE_REMEDY if cause.startswith(_HOLDS_CODE) else REREAD_REMEDY
+    return UnreadableWeightsError(f"cannot read weights {path}: {cause}; {remedy}")
+
+
+def _cause(error: BaseException) -> str:
+    """What is wrong with the file, in a clause: the loader's own words, without torch's weights_only advice."""
+    from safetensors import SafetensorError
+
+    if isinstance(error, SafetensorError):
+        return f"not a valid safetensors file ({first_line(error)})"
+    detail = _refusal_detail(error)
+    if detail is not None:
+        if "GLOBAL" in detail:
+            return f"{_HOLDS_CODE}, which audiodeploy never runs ({detail.rstrip('.')})"
+        return f"it is not a PyTorch checkpoint, or is corrupt ({detail.rstrip('.')})"
+    quoted = first_sentence(error)
+    if isinstance(error, (KeyError, IndexError, EOFError, UnicodeDecodeError)):
+        # Their messages are a bare key or nothing: the type says more.
+        quoted = type(error).__name__ if not str(error) else f"{type(error).__name__}: {quoted}"
+    return f"it is not a PyTorch checkpoint, or is truncated or corrupt ({quoted})"
+
+
+def _refusal_detail(error: BaseException) -> str | None:
+    """What torch's weights-only unpickler refused (e.g. "Unsupported operand 149"), or None for other errors."""
+    text = str(error)
+    if not text.startswith("Weights only load failed"):
+        return None
+    kept = [line.strip() for line in text.splitlines() if line.strip() and not line.strip().startswith(_TORCH_ADVICE)]
+    return kept[0] if kept else "refused by the weights-only unpickler"
 
 
 def read_generator_state(
@@ -101,3 +166,9 @@ def first_line(error: BaseException) -> str:
     """The first line of an error's message (or its type's name): what a one-line error can quote."""
     text = str(error).strip()
     return text.splitlines()[0] if text else type(error).__name__
+
+
+def first_sentence(error: BaseException) -> str:
+    """The first sentence of an error's first line: torch's zip reader follows it with a paragraph of advice."""
+    line = first_line(error)
+    return line.split(". ", 1)[0].rstrip(".")

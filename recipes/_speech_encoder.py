@@ -19,6 +19,7 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Literal
 
 from audiodeploy.program.vocabulary import STANDARD_ENGLISH, TORCHAUDIO_ENGLISH, CtcVocabulary
+from ._checkpoints import load_payload
 from ._transformers import (
     load_pretrained,
     optional_file,
@@ -421,10 +422,7 @@ def _read_state_dict(weights: str) -> dict[str, torch.Tensor]:
         )
     if not path.is_file():
         raise WeightsError(f"weights {weights} not found: no such file")
-    try:
-        state = torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as error:  # torch.load raises many types for a file that is not a checkpoint
-        raise WeightsError(f"cannot read {weights} as a PyTorch state dict: {str(error).splitlines()[0]}") from None
+    state = load_payload(path)
     if not isinstance(state, dict) or not all(isinstance(value, torch.Tensor) for value in state.values()):
         raise WeightsError(f"{weights} is not a state dict (a mapping of parameter names to tensors)")
     return state

@@ -13,10 +13,11 @@ import os
 import re
 import socket
 import urllib.parse
+from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
-from ._checkpoints import first_line
+from ._checkpoints import first_line, is_unreadable, unreadable
 from .errors import WeightsError, WeightsMismatchError
 
 if TYPE_CHECKING:
@@ -151,24 +152,71 @@ def load_pretrained(
             f"pass a {expected_model_type} checkpoint, or use the recipe for {model_type}"
         )
     torch.manual_seed(seed)
+    location = locate(weights)
     try:
-        # With output_loading_info, from_pretrained returns (model, {"missing_keys": [...], ...}).
+        # With output_loading_info, from_pretrained returns (model, {"missing_keys": [...], ...}). Mismatched
+        # sizes are let through so that they are named below: transformers' own error points at a report that
+        # only -v shows.
         model, loading_info = cast(
-            tuple[ModelT, dict[str, list[str]]],
+            tuple[ModelT, dict[str, Any]],
             model_class.from_pretrained(
-                locate(weights),
+                location,
                 attn_implementation=attn_implementation,
                 output_loading_info=True,
+                ignore_mismatched_sizes=True,
                 dtype=torch.float32,
             ),
         )
     except OSError as error:
         raise WeightsError(f"cannot load weights '{weights}': {first_line(error)}") from None
-    except (RuntimeError, ValueError) as error:
+    except Exception as error:  # torch and safetensors raise many types for a damaged file; is_unreadable sorts them
+        if is_unreadable(error):
+            raise unreadable(_weights_file(location), error) from None
+        if not isinstance(error, (RuntimeError, ValueError)):
+            raise
         raise WeightsError(
             f"weights '{weights}' do not fit transformers {model_class.__name__}: {first_line(error)}"
         ) from None
+    refuse_mismatched(weights, loading_info.get("mismatched_keys", ()))
     return model.eval(), sorted(loading_info.get("missing_keys", []))
+
+
+# The names transformers looks for in a save_pretrained directory, in its order of preference.
+_WEIGHTS_FILES = (
+    "model.safetensors",
+    "model.safetensors.index.json",
+    "pytorch_model.bin",
+    "pytorch_model.bin.index.json",
+)
+
+
+def _weights_file(location: str) -> str:
+    """The weights file transformers read from `location` (a directory), or `location` when it cannot tell."""
+    directory = Path(location)
+    for name in _WEIGHTS_FILES:
+        if (directory / name).is_file():
+            return str(directory / name)
+    return location
+
+
+def refuse_mismatched(weights: str, mismatched: Iterable[tuple[str, tuple[int, ...], tuple[int, ...]]]) -> None:
+    """Raise `WeightsMismatchError` naming a few parameters whose checkpoint shape differs from the model's.
+
+    `mismatched` is transformers' `mismatched_keys`: (name, checkpoint shape, model shape) triples. The model is
+    built from the config.json beside the weights, so a mismatch means that config is not the weights' own.
+    """
+    ordered = sorted(mismatched, key=lambda entry: entry[0])
+    if not ordered:
+        return
+    shown = "; ".join(
+        f"{name} is {tuple(checkpoint)} in the checkpoint, {tuple(model)} in the model"
+        for name, checkpoint, model in ordered[:3]
+    )
+    more = f" (and {len(ordered) - 3} more)" if len(ordered) > 3 else ""
+    raise WeightsMismatchError(
+        f"weights '{weights}' do not fit their config.json: {shown}{more}; the config.json beside the weights must "
+        "be the one they were trained with"
+    )
 
 
 def refuse_incomplete(weights: str, missing: list[str], model_class: type[PreTrainedModel], model_type: str) -> None:

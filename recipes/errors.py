@@ -18,6 +18,7 @@ __all__ = [
     "UnknownRecipeError",
     "UnknownSourceError",
     "UnknownVariantError",
+    "UnreadableWeightsError",
     "WeightsError",
     "WeightsMismatchError",
 ]
@@ -52,7 +53,12 @@ class WeightsError(RecipeError):
 
 
 class WeightsMismatchError(WeightsError):
-    """The weights hold a different kind of model than the recipe builds (another `model_type`)."""
+    """The weights hold a different kind of model than the recipe builds (another `model_type`), or tensors of
+    other shapes than the configuration beside them gives."""
+
+
+class UnreadableWeightsError(WeightsError):
+    """A weights file that is corrupt, truncated, not a checkpoint, or that would run code to load."""
 
 
 class QuantizationSchemeError(RecipeError):

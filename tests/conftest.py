@@ -38,3 +38,14 @@ def asr_model() -> Path:
 def vocoder_model() -> Path:
     # tiny-v3: HiFi-GAN's type-2 residual blocks, 23 convolutions, lower in a third of tiny's (78) time.
     return _exported("v", "hifigan", "--variant", "tiny-v3", "--min-seconds", "0.1", "--max-seconds", "1")
+
+
+# Tests that build or run the C++ runner (cmake, the arm64 cross-compiler, qemu): `pytest -m native` runs them
+# alone, `pytest -m "not native"` everything else.
+_NATIVE_FIXTURES = frozenset({"host_runner", "arm64_runner", "android_bundle", "runner_cache", "qemu_adb"})
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if item.path.parent.name == "native" or _NATIVE_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.native)

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterator, Literal, get_args
 
+from audiodeploy._cache import CACHE_DIR_VARIABLE, cache_dir, unwritable_cache_message
 from audiodeploy.native import tools, wheel
 from audiodeploy.native.errors import NativeError
 
@@ -71,10 +72,10 @@ def runner_source_dir() -> Path:
 
 
 def default_cache_dir() -> Path:
-    configured = os.environ.get("AUDIODEPLOY_CACHE_DIR")
-    if configured:
-        return Path(configured)
-    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "audiodeploy"
+    directory = cache_dir()
+    if directory is None:
+        raise NativeError(f"there is no home directory to cache the runner in: set {CACHE_DIR_VARIABLE} to a directory")
+    return directory
 
 
 def source_hash(source_dir: Path) -> str:
@@ -130,7 +131,11 @@ def build_runner(
 @contextlib.contextmanager
 def _staging(entry: Path) -> Iterator[Path]:
     """A folder beside `entry` to build into; removed on the way out whatever happens (failure, Ctrl-C)."""
-    entry.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        entry.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        cache = next((p for p in entry.parents if p.name == "runner"), entry.parent).parent
+        raise NativeError(unwritable_cache_message(cache, error)) from None
     with tempfile.TemporaryDirectory(dir=entry.parent, prefix=f".{entry.name}-") as scratch:
         yield Path(scratch) / "out"
 

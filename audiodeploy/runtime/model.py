@@ -23,7 +23,7 @@ import numpy as np
 from audiodeploy._files import display
 from audiodeploy.program.description import DescriptionError, ProgramDescription, read_sidecar, sidecar_path
 from audiodeploy.program.spec import InputSpec, Task
-from audiodeploy.runtime.audio import AudioFile, AudioInputError, WavWriter, open_audio
+from audiodeploy.runtime.audio import AudioFile, AudioInputError, WavWriter, clipping_warning, open_audio
 from audiodeploy.runtime.program import Program
 from audiodeploy.runtime.windows import Window, WindowPlan, plan_windows
 
@@ -37,6 +37,35 @@ least a tenth of a window of context on each side."""
 
 class WindowOptionError(ValueError):
     """A window or overlap that the program cannot take; the message says what it can."""
+
+
+def _whole_units(units: float, rounding: Callable[[float], int]) -> int:
+    """`units` rounded to a whole number by `rounding`, ignoring float noise: 1.98 s is 99.00000000000001 frames
+    of 20 ms, and must not round up to 100."""
+    nearest = round(units)
+    return nearest if abs(units - nearest) < 1e-6 else rounding(units)
+
+
+def _overlap_problem(seconds: float, overlap: int, window: int, tail: int, unit_seconds: float) -> str:
+    """Why `overlap` units (the `seconds` asked, rounded up to whole units) cannot join windows of `window`
+    units: the range it must be in, in seconds a user can type back (the bounds rounded inwards to the ms)."""
+    whole = f"{window * unit_seconds:.4g} s"
+    frame = f"{unit_seconds * 1000:.3g} ms"
+    if window - 1 < tail:
+        return (
+            f"windows of {whole} are too short to share the {tail} frame(s) of {frame} this program needs: give a "
+            "longer window"
+        )
+    low = math.ceil(tail * unit_seconds * 1000) / 1000
+    high = math.floor((window - 1) * unit_seconds * 1000) / 1000
+    counted = overlap * unit_seconds
+    rounded = "" if abs(counted - seconds) < 5e-4 else f" ({seconds:g} s is {counted:.4g} s)"
+    # The program's output is `tail` frames shorter than its input: neighbours must share those to leave no gap.
+    least = f"at least {tail} (a window gives {tail} frame(s) fewer than it takes) and " if tail else ""
+    return (
+        f"an overlap of {seconds:g} s does not fit windows of {whole}: it counts whole {frame} frames{rounded} and "
+        f"must be {least}less than the window: give {low:g} to {high:g} s"
+    )
 
 
 @dataclass(frozen=True)
@@ -80,10 +109,17 @@ class WrittenAudio:
     samples: int
     sample_rate: int
     windows: int
+    clipped: int = 0
+    """Samples at or beyond full scale, written as ±1 (see `clipping_warning`)."""
 
     @property
     def seconds(self) -> float:
         return self.samples / self.sample_rate
+
+    @property
+    def clipping_warning(self) -> str | None:
+        """One line saying how much of the waveform was clipped, or None when nothing was."""
+        return clipping_warning(self.clipped, self.samples)
 
 
 class Model:
@@ -129,7 +165,7 @@ class _Windowed(Model):
         else:
             if not (math.isfinite(window_seconds) and window_seconds > 0):
                 raise WindowOptionError(f"a window of {window_seconds} s is not a duration; give positive seconds")
-            window = math.floor(window_seconds * steps_per_second / unit)
+            window = _whole_units(window_seconds * steps_per_second / unit, math.floor)
             if not min_units <= window <= max_units:
                 raise WindowOptionError(
                     f"a window of {window_seconds:g} s does not fit this program, which takes {span}: "
@@ -140,12 +176,9 @@ class _Windowed(Model):
         else:
             if not (math.isfinite(overlap_seconds) and overlap_seconds >= 0):
                 raise WindowOptionError(f"an overlap of {overlap_seconds} s is not a duration; give seconds >= 0")
-            overlap = math.ceil(overlap_seconds * steps_per_second / unit)
+            overlap = _whole_units(overlap_seconds * steps_per_second / unit, math.ceil)
             if not tail <= overlap < window:
-                raise WindowOptionError(
-                    f"an overlap of {overlap_seconds:g} s does not fit windows of {window * unit / steps_per_second:g} s: "
-                    "give less than the window"
-                )
+                raise WindowOptionError(_overlap_problem(overlap_seconds, overlap, window, tail, unit / steps_per_second))
         return plan_windows(-(-total_steps // unit), window, overlap, min_units, tail)
 
     def _each_window(self, plan: WindowPlan, progress: bool, what: str) -> Iterator[Window]:
@@ -277,8 +310,7 @@ class Vocoder(_Windowed):
 
     def _mel_array(self, array: np.ndarray, origin: str) -> _MelSource:
         bins = self.spec.feature_size
-        if array.dtype.kind not in "fiu":
-            raise AudioInputError(f"{origin}: the values are {array.dtype}; give a real-valued mel spectrogram")
+        _check_mel_dtype(array.dtype, origin)
         if array.ndim == 3 and array.shape[0] == 1:
             array = array[0]
         if array.ndim != 2 or array.shape[1] != bins or array.shape[0] == 0:
@@ -354,19 +386,48 @@ class Vocoder(_Windowed):
         nothing is left behind when anything fails."""
         with WavWriter(path, self.spec.sample_rate) as writer:
             windows = self._vocode(source, sample_rate, window_seconds, overlap_seconds, progress, writer.write)
-        return WrittenAudio(Path(path), writer.samples, self.spec.sample_rate, windows)
+        return WrittenAudio(Path(path), writer.samples, self.spec.sample_rate, windows, writer.clipped)
 
 
 def _load_npy(path: Path) -> np.ndarray:
     shown = display(path)
-    if not path.is_file():
+    if not path.exists():
         raise AudioInputError(f"{shown}: no such file; give a mel spectrogram .npy or an audio file")
+    if not path.is_file():
+        what = "a directory" if path.is_dir() else "not a regular file (a pipe or device)"
+        raise AudioInputError(f"{shown} is {what}; save the mel to a file with numpy.save and give that file")
     try:
-        # Memory-mapped: a long mel is read window by window.
+        # Memory-mapped: a long mel is read window by window. Never unpickled: a .npy of Python objects can run
+        # code when loaded, and no mel needs it.
         return np.load(path, mmap_mode="r", allow_pickle=False)
-    except (ValueError, OSError, EOFError) as error:
-        reason = " ".join(str(error).split())
-        raise AudioInputError(f"{shown}: not a readable .npy array ({reason}); save the mel with numpy.save") from None
+    except ValueError as error:
+        if "pickle" in str(error) or "Python objects" in str(error):
+            raise AudioInputError(
+                f"{shown}: not a numeric .npy array (it holds Python objects or is not a .npy file); "
+                "save the mel as numbers, e.g. numpy.save(path, mel.astype('float32'))"
+            ) from None
+        raise AudioInputError(f"{shown}: not a readable .npy array ({_one_line(error)}); save the mel with numpy.save") from None
+    except (OSError, EOFError) as error:
+        raise AudioInputError(f"{shown}: not a readable .npy array ({_one_line(error)}); save the mel with numpy.save") from None
+
+
+def _one_line(error: BaseException) -> str:
+    return " ".join(str(error).split())
+
+
+def _check_mel_dtype(dtype: np.dtype, origin: str) -> None:
+    """A mel is floating point (log magnitudes); integers are a quantized or mislabelled array, and text or
+    records are not a mel at all."""
+    if dtype.kind == "f":
+        return
+    if dtype.kind in "iub":
+        raise AudioInputError(
+            f"{origin}: the mel holds {dtype} values, not floating point; give the float mel its recipe computes "
+            "(e.g. mel.astype('float32') if the integers are the real values)"
+        )
+    raise AudioInputError(
+        f"{origin}: not a numeric mel array (its values are {dtype}); give a float32 array shaped (frames, mel_bins)"
+    )
 
 
 def load(path: str | os.PathLike[str], data_path: str | os.PathLike[str] | None = None) -> Model:

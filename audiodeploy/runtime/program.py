@@ -32,10 +32,11 @@ runtime crashed while loading ...". Costs, on this machine (2 cores): the probe 
 (:mod:`~audiodeploy.runtime._probe`, an interpreter that imports only ExecuTorch's extension) starts in
 about 0.6 s, on a process's first probe. Each probe after that is a fork and a load, about 15 ms for a
 small program. The verdict is cached by the SHA-256 of the bytes (and of the runtime's extension file), in
-memory and on disk (:func:`cache_dir`; an unwritable cache only means no caching), so a program is probed
-once per machine. A load with a cached verdict pays the hash, about 1 ms per MiB. Bytes the caller made
-itself are no risk: ``Program(..., trusted=True)`` skips the probe, and :func:`mark_verified` records bytes
-an exporter produced and ran, so that their later loads from disk skip it too. Only loading is covered:
+memory and on disk (:func:`cache_dir`; an unwritable cache only means no caching, with one warning when
+``$AUDIODEPLOY_CACHE_DIR`` chose it), so a program is probed once per machine. A load with a cached verdict
+pays the hash, about 1 ms per MiB. Bytes the caller made itself are no risk: ``Program(..., trusted=True)``
+skips the probe, and :func:`mark_verified` records bytes an exporter produced and ran, so that their later
+loads from disk skip it too. Only loading is covered:
 a damaged program that loads may still compute garbage or take long when run (in an exploration that also ran
 the mutants that loaded, none crashed; one ran for 34 s instead of microseconds).
 
@@ -68,6 +69,7 @@ from typing import Any, Iterator, Sequence
 
 import torch
 
+from audiodeploy._cache import CACHE_DIR_VARIABLE, cache_dir, unwritable_cache_message
 from audiodeploy.program.description import program_digest
 from audiodeploy.runtime.pte_check import (
     EXPORT_AGAIN,
@@ -204,21 +206,6 @@ def _detail(error: BaseException, log: str) -> str:
 _KNOWN_TO_LOAD: set[str] = set()
 """Keys of programs that loaded in this process or its cache: they need no probe."""
 
-
-def cache_dir() -> Path | None:
-    """``$AUDIODEPLOY_CACHE_DIR``, else ``$XDG_CACHE_HOME/audiodeploy``, else ``~/.cache/audiodeploy``."""
-    explicit = os.environ.get("AUDIODEPLOY_CACHE_DIR")
-    if explicit:
-        return Path(explicit)
-    xdg = os.environ.get("XDG_CACHE_HOME")
-    if xdg:
-        return Path(xdg) / "audiodeploy"
-    try:
-        return Path.home() / ".cache" / "audiodeploy"
-    except (RuntimeError, KeyError):
-        return None
-
-
 @functools.lru_cache(maxsize=1)
 def _runtime_identity() -> bytes:
     """The extension file's path, size and time: a verdict holds for the runtime that gave it."""
@@ -267,7 +254,25 @@ def _remember(key: str) -> None:
         marker.parent.mkdir(parents=True, exist_ok=True)
         marker.touch()
     except OSError as error:
-        logger.debug("not caching the load verdict in %s (%s)", marker.parent, error)
+        _cache_unwritable(error)
+
+
+_warned_cache_dir = False
+
+
+def _cache_unwritable(error: OSError) -> None:
+    """Say once that verdicts are not cached. Caching only saves time, so a load goes on; but a cache the user
+    chose with the variable deserves a word, since every later load then probes its program again."""
+    global _warned_cache_dir
+    directory = cache_dir()
+    if directory is None:
+        return
+    message = unwritable_cache_message(directory, error)
+    if _warned_cache_dir or not os.environ.get(CACHE_DIR_VARIABLE):
+        logger.debug("not caching the load verdict: %s", message)
+        return
+    _warned_cache_dir = True
+    logger.warning("%s; until then every load of a program checks it in a child process first", message)
 
 
 def mark_verified(buffer: bytes, data: bytes | None = None) -> None:

@@ -91,3 +91,13 @@ def test_cli_rejects_an_unknown_target(tmp_path, monkeypatch):
     result = CliRunner().invoke(runner_app, ["build", "--target", "ios"])
     assert result.exit_code != 0
     assert isinstance(result.exception, NativeError) and "unknown --target 'ios'" in str(result.exception)
+
+
+def test_a_cache_directory_that_is_a_file_is_one_line_naming_the_variable(tmp_path):
+    from tests.cli import OFFLINE, assert_clean_error, audiodeploy
+
+    blocked = tmp_path / "not-a-directory"
+    blocked.write_text("mine")
+    result = audiodeploy("runner", "build", "--target", "host", env={**OFFLINE, "AUDIODEPLOY_CACHE_DIR": str(blocked)})
+    assert_clean_error(result, f"AUDIODEPLOY_CACHE_DIR={blocked} cannot be written", "writable directory")
+    assert blocked.read_text() == "mine"

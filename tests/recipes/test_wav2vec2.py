@@ -109,7 +109,7 @@ def test_a_file_that_is_not_a_state_dict_is_refused(tmp_path):
     path.write_bytes(b"RIFF not a checkpoint")
     with pytest.raises(WeightsError) as caught:
         recipes.get("wav2vec2").build("tiny", source="torchaudio", weights=str(path))
-    assert_one_line(caught.value, "cannot read", "as a PyTorch state dict")
+    assert_one_line(caught.value, "cannot read weights", "not a PyTorch checkpoint")
 
 
 def test_a_state_dict_of_another_variant_is_refused(tmp_path):
