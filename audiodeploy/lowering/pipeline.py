@@ -63,9 +63,9 @@ from executorch.exir.passes.init_mutable_pass import InitializedMutableBufferPas
 from torch.export import ExportedProgram
 
 from audiodeploy._files import atomic_write_bytes
+from audiodeploy.lowering import fidelity as fidelity_measures
 from audiodeploy.lowering.partitioner import ExplainingXnnpackPartitioner
 from audiodeploy.lowering.passes import rewrite_for_xnnpack
-from audiodeploy.lowering.passes.plan_for_export_range import PlanForExportRangePass, export_symbol_ranges
 from audiodeploy.lowering.passes.fold_computed_gemm_weights import (
     AppliedFold,
     FoldCandidate,
@@ -73,16 +73,27 @@ from audiodeploy.lowering.passes.fold_computed_gemm_weights import (
     apply_folds,
     plan_folds,
 )
-from audiodeploy.lowering.report import Fold, LoweringReport, MethodReport, NotFolded, describe_lowered_method
-from audiodeploy.lowering import fidelity as fidelity_measures
+from audiodeploy.lowering.passes.plan_for_export_range import PlanForExportRangePass, export_symbol_ranges
 from audiodeploy.lowering.quantize import (
+    Progress,
     QuantizedProgram,
+    check_keep_fp32,
     check_options,
     gemm_sensitivity,
     generated_signals,
     quantize_program,
 )
-from audiodeploy.lowering.report import Fp32Gemm, GemmSensitivity, QuantizationReport, QuantizedMethod
+from audiodeploy.lowering.report import (
+    Fold,
+    Fp32Gemm,
+    GemmSensitivity,
+    LoweringReport,
+    MethodReport,
+    NotFolded,
+    QuantizationReport,
+    QuantizedMethod,
+    describe_lowered_method,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -134,6 +145,7 @@ def lower(
     fidelity_inputs: Sequence[tuple[Any, ...]] | Mapping[str, Sequence[tuple[Any, ...]]] | None = None,
     fidelity: Mapping[str, fidelity_measures.Measure] | None = None,
     sensitivity: bool = False,
+    progress: Progress | None = None,
 ) -> LoweredProgram:
     """Export, rewrite for XNNPACK, fold computed GEMM weights, lower to XNNPACK and serialize.
 
@@ -157,7 +169,10 @@ def lower(
     default: ``snr_db`` and ``max_abs_diff`` of :mod:`~audiodeploy.lowering.fidelity`).
     ``sensitivity`` also quantizes each GEMM alone (every one, kept ones included) and records the
     output SNR on the fidelity inputs, most sensitive first, so that a user can choose ``keep_fp32``;
-    it simulates int8 in PyTorch and costs seconds per GEMM.
+    it simulates int8 in PyTorch and costs seconds per GEMM. A ``keep_fp32`` pattern that matches no GEMM
+    of any method raises :class:`~audiodeploy.lowering.quantize.KeepFp32PatternError` before either.
+    ``progress`` is told of each calibration input and each GEMM whose sensitivity is measured (one line each,
+    e.g. ``"measuring sensitivity: GEMM 3 of 40 (linear @ model.lm_head)"``), for a caller to show.
     """
     if quantize is not None:
         check_options(quantize, calibration)
@@ -201,12 +216,14 @@ def lower(
     sensitivities: dict[str, tuple[GemmSensitivity, ...]] = {}
     if quantize is not None:
         folded = {name: apply_folds(ep, to_fold[name]) for name, ep in exported.items()}
+        check_keep_fp32({name: ep for name, (ep, _) in folded.items()}, keep_fp32)
         if sensitivity:
             sensitivities = {
                 name: tuple(
                     gemm_sensitivity(
                         ep, quantize, _fidelity_inputs(fidelity_inputs, name, program, methods[name]),
                         calibration=_for_method(calibration, name, program),
+                        progress=progress,
                     )
                 )  # fmt: skip
                 for name, (ep, _) in folded.items()
@@ -218,6 +235,7 @@ def lower(
                 dynamic_shapes=methods[name].dynamic_shapes,
                 calibration=_for_method(calibration, name, program),
                 keep_fp32=keep_fp32,
+                progress=progress,
             )
             for name, (ep, _) in folded.items()
         }

@@ -34,7 +34,9 @@ Every GEMM stays fp32 whose weight is a *selection or reduction* constant that a
 output channel's non-zero weights all equal: one-hot tap gathers, ``1/K`` means): int8 would change
 nothing in its weights and only add the activation's rounding error. So does every GEMM whose module
 path matches a ``keep_fp32`` pattern (``fnmatch`` on each path of the node's ``nn_module_stack``, e.g.
-``model.lm_head`` or ``model.wav2vec2.feature_extractor.conv_layers.0*``).
+``model.lm_head`` or ``model.wav2vec2.feature_extractor.conv_layers.0*``). A pattern that matches no GEMM
+is refused (:func:`check_keep_fp32`): a misspelt pattern would otherwise replace the defaults with nothing
+and quantize every GEMM without a word.
 """
 
 from __future__ import annotations
@@ -43,7 +45,7 @@ import fnmatch
 import math
 import warnings
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import torch
 from torch.export import ExportedProgram
@@ -73,8 +75,23 @@ _DEQUANTIZE_WEIGHT = {
 }
 
 
+Progress = Callable[[str], None]
+"""Told what a long quantization step is doing, e.g. ``"measuring sensitivity: GEMM 3 of 40 (linear @ model.lm_head)"``."""
+
+SENSITIVITY_STAGE = "measuring sensitivity"
+CALIBRATION_STAGE = "calibrating activation ranges"
+"""What ``progress`` messages start with (before a ``:``), for a caller that shows the stages differently."""
+
+PATTERN_EXAMPLES = 4
+"""How many GEMM module paths a refused ``keep_fp32`` pattern's message names."""
+
+
 class QuantizationError(ValueError):
     """A quantization option the lowering cannot take."""
+
+
+class KeepFp32PatternError(QuantizationError):
+    """A ``keep_fp32`` pattern that matches no GEMM of the program."""
 
 
 def check_options(scheme: str, calibration: Any, stacklevel: int = 2) -> None:
@@ -110,8 +127,12 @@ def quantize_program(
     dynamic_shapes: Any = None,
     calibration: Sequence[tuple[Any, ...]] | None = None,
     keep_fp32: Sequence[str] = (),
+    progress: Progress | None = None,
 ) -> QuantizedProgram:
-    """Quantize a (rewritten, folded) ATen program with PT2E and export it again with ``dynamic_shapes``."""
+    """Quantize a (rewritten, folded) ATen program with PT2E and export it again with ``dynamic_shapes``.
+
+    ``progress`` hears of each calibration input (static only). The patterns are not checked here: one method
+    of several may hold none of a pattern's GEMMs (:func:`check_keep_fp32` takes every method)."""
     if scheme not in SCHEMES:
         check_options(scheme, calibration)
     dynamic = scheme == "int8-dynamic"
@@ -128,7 +149,8 @@ def quantize_program(
         if not calibration:
             raise QuantizationError("calibration is empty: give at least one input tuple, or None")
         source = f"{len(calibration)} given inputs"
-    converted, kept = _convert(ep.module(), scheme, calibration, _GemmFilter.factory(tuple(keep_fp32)))
+    report = None if dynamic else progress
+    converted, kept = _convert(_unguarded_module(ep), scheme, calibration, _GemmFilter.factory(tuple(keep_fp32)), report)
     program = torch.export.export(converted, example_inputs, dynamic_shapes=dynamic_shapes).run_decompositions({})
     quantized, fp32 = _quantized_gemms(program, kept, dynamic)
     return QuantizedProgram(program, quantized, fp32, source)
@@ -140,7 +162,24 @@ def _rewrite_for_scheme(ep: ExportedProgram, scheme: str) -> None:
         Conv1dAsConv2dPass(ep)(ep.graph_module)
 
 
-def _convert(graph_module: torch.fx.GraphModule, scheme: str, calibration: Sequence[tuple[Any, ...]], make_filter):
+def _unguarded_module(ep: ExportedProgram) -> torch.fx.GraphModule:
+    """``ep.module()`` without its input guards: the dynamic shapes checked at the second export bound the lengths.
+
+    The fold's fake-tensor runs narrow the shape environment (a fake convolution records ``length <= limit``
+    of the example length as a guard, see :mod:`~audiodeploy.lowering.passes.plan_for_export_range`), and
+    ``ep.module()`` turns that into an input check: the tiny HiFi-GAN, exported for 87-862 frames, refused a
+    calibration mel of 161 (``Guard failed: 128 * mel.size()[1] <= 20480``).
+    """
+    return ep.module(check_guards=False)
+
+
+def _convert(
+    graph_module: torch.fx.GraphModule,
+    scheme: str,
+    calibration: Sequence[tuple[Any, ...]],
+    make_filter: Callable[[torch.fx.GraphModule], _GemmFilter],
+    progress: Progress | None = None,
+) -> tuple[torch.fx.GraphModule, _GemmFilter]:
     """``prepare_pt2e``, run ``calibration``, ``convert_pt2e``: the converted module and the filter used."""
     from executorch.backends.xnnpack.quantizer.xnnpack_quantizer import (
         XNNPACKQuantizer,
@@ -159,7 +198,9 @@ def _convert(graph_module: torch.fx.GraphModule, scheme: str, calibration: Seque
             quantizer.set_operator_type(op, config)
     prepared = prepare_pt2e(graph_module, quantizer)
     with torch.no_grad():
-        for inputs in calibration:
+        for index, inputs in enumerate(calibration, 1):
+            if progress is not None:
+                progress(f"{CALIBRATION_STAGE}: input {index} of {len(calibration)}")
             prepared(*inputs)
     return convert_pt2e(prepared), kept
 
@@ -199,6 +240,48 @@ class _GemmFilter:
             if weight is not None and is_selection_weight(weight):
                 return "selection or reduction constant from a rewrite (int8 would only add rounding)"
         return None
+
+
+def check_keep_fp32(programs: dict[str, ExportedProgram], patterns: Sequence[str]) -> None:
+    """Raise :class:`KeepFp32PatternError` (one line) for a pattern that matches no GEMM of any of ``programs``.
+
+    The message names a few GEMM module paths, the strings the patterns are matched against.
+    """
+    if not patterns:
+        return
+    gemm_paths: dict[str, list[str]] = {}  # innermost path -> every path of its stack, for the examples
+    for ep in programs.values():
+        graph_module = ep.graph_module
+        for node in graph_module.graph.nodes:
+            if _is_model_gemm(graph_module, ep, node):
+                paths = [path for path, _ in (node.meta.get("nn_module_stack") or {}).values()]
+                if paths:
+                    gemm_paths.setdefault(paths[-1], paths)
+    for pattern in patterns:
+        if not any(fnmatch.fnmatchcase(path, pattern) for paths in gemm_paths.values() for path in paths):
+            raise KeepFp32PatternError(_unmatched_message(pattern, list(gemm_paths)))
+
+
+def _unmatched_message(pattern: str, gemm_paths: list[str]) -> str:
+    if not gemm_paths:
+        return f"keep-fp32 pattern {pattern!r} matches no GEMM: this program has no quantizable GEMM; drop the pattern"
+    shown = ", ".join(gemm_paths[:PATTERN_EXAMPLES])
+    more = f" and {len(gemm_paths) - PATTERN_EXAMPLES} more" if len(gemm_paths) > PATTERN_EXAMPLES else ""
+    return (
+        f"keep-fp32 pattern {pattern!r} matches no GEMM's module path ({shown}{more}); give an fnmatch pattern "
+        "that matches some of them, or leave it out for the default"
+    )
+
+
+def _is_model_gemm(graph_module: torch.fx.GraphModule, ep: ExportedProgram, node: torch.fx.Node) -> bool:
+    """Whether ``node`` is one of the model's GEMMs on a constant weight (not a rewrite's selection or mean)."""
+    if node.op != "call_function" or node.target not in _GEMMS or len(node.args) < 2:
+        return False
+    weight = node.args[1]
+    if not isinstance(weight, torch.fx.Node) or weight.op != "placeholder":
+        return False
+    value = _program_constant(ep, weight)
+    return value is not None and not is_selection_weight(value)
 
 
 def is_selection_weight(weight: torch.Tensor) -> bool:
@@ -264,11 +347,13 @@ def gemm_sensitivity(
     scheme: str,
     inputs: Sequence[tuple[Any, ...]],
     calibration: Sequence[tuple[Any, ...]] | None = None,
+    progress: Progress | None = None,
 ) -> list[GemmSensitivity]:
     """Each quantizable GEMM of a (rewritten, folded) program quantized alone, most sensitive first.
 
     Runs PT2E's reference (quantize/dequantize) model in PyTorch, not XNNPACK: a ranking for
-    choosing ``keep_fp32`` patterns, measured in seconds per GEMM on small models.
+    choosing ``keep_fp32`` patterns, measured in seconds per GEMM on small models (minutes in all for a
+    HiFi-GAN V1's 78 convolutions), so ``progress`` hears of each GEMM as it starts.
     """
     from audiodeploy.lowering.fidelity import measure, output_snr_db
 
@@ -279,10 +364,10 @@ def gemm_sensitivity(
         calibration = [example_inputs]
     elif calibration is None:
         calibration = generated_signals(example_inputs, GENERATED_CALIBRATION_COUNT, seed=1)
-    reference_module = ep.module()
+    reference_module = _unguarded_module(ep)
     with torch.no_grad():
         references = [_first(reference_module(*case)) for case in inputs]
-    graph_module = ep.module()
+    graph_module = _unguarded_module(ep)
     everything = _GemmFilter(graph_module, ())
     candidates = [
         node
@@ -291,8 +376,11 @@ def gemm_sensitivity(
         and _constant_value(graph_module, node.args[1]) is not None and everything.reason(node) is None
     ]
     results = []
-    for node in candidates:
-        converted, _ = _convert(ep.module(), scheme, calibration, _GemmFilter.factory((), frozenset({node.name})))
+    for index, node in enumerate(candidates, 1):
+        if progress is not None:
+            progress(f"{SENSITIVITY_STAGE}: GEMM {index} of {len(candidates)} ({gemm_label(node)})")
+        only = _GemmFilter.factory((), frozenset({node.name}))
+        converted, _ = _convert(_unguarded_module(ep), scheme, calibration, only)
         if not any(n.target in _DEQUANTIZE_WEIGHT for n in converted.graph.nodes if n.op == "call_function"):
             continue  # the quantizer does not annotate it (a depthwise convolution under int8-dynamic)
         with torch.no_grad():

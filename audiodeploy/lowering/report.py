@@ -103,6 +103,8 @@ class QuantizationReport:
     fidelity_inputs: str = ""
     """What the fidelity was measured on (never the calibration inputs)."""
     methods: dict[str, QuantizedMethod] = field(default_factory=dict)
+    warnings: tuple[str, ...] = ()
+    """One line each: what makes this program less faithful than asked (fidelity under its floor)."""
 
     @classmethod
     def from_dict(cls, data: dict) -> "QuantizationReport":
@@ -122,6 +124,7 @@ class QuantizationReport:
             keep_fp32=tuple(data.get("keep_fp32", ())),
             fidelity_inputs=data.get("fidelity_inputs", ""),
             methods=methods,
+            warnings=tuple(str(w) for w in data.get("warnings", ())),
         )
 
     def describe_lines(self, verbose: bool = False) -> list[str]:
@@ -147,6 +150,7 @@ class QuantizationReport:
                 lines.extend(f"    {g.snr_db:6.1f} dB  {g.gemm}" for g in shown)
                 if rest:
                     lines.append(f"    and {rest} more (-v shows them all)")
+        lines.extend(f"  warning: {warning}" for warning in self.warnings)
         return lines
 
 

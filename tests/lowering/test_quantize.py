@@ -20,7 +20,14 @@ import audiodeploy
 from audiodeploy.lowering import LoweringReport
 from audiodeploy.lowering import fidelity
 from audiodeploy.lowering.passes.fold_computed_gemm_weights import apply_folds, plan_folds
-from audiodeploy.lowering.quantize import QuantizationError, is_selection_weight, quantize_program
+from audiodeploy.lowering.quantize import (
+    CALIBRATION_STAGE,
+    SENSITIVITY_STAGE,
+    KeepFp32PatternError,
+    QuantizationError,
+    is_selection_weight,
+    quantize_program,
+)
 from tests.pipeline import export_aten, run_lowered
 
 DYNAMIC_SNR_DB = 30.0
@@ -174,6 +181,33 @@ def test_int8_sensitivity_ranks_each_gemm_alone_and_the_report_keeps_and_shows_i
     assert "most sensitive" in described and f"{ranked[0].snr_db:6.1f} dB  linear @ b" in described
     with pytest.raises(TypeError, match="quantize="):
         audiodeploy.lower(TwoLinears().eval(), (torch.randn(4, 16),), sensitivity=True)
+
+
+def test_int8_keep_fp32_pattern_that_matches_no_gemm_is_refused_before_sensitivity_naming_gemms():
+    heard: list[str] = []
+    with pytest.raises(KeepFp32PatternError) as caught:
+        audiodeploy.lower(TwoLinears().eval(), (torch.randn(4, 16),), quantize="int8-dynamic", keep_fp32=["a", "[abc"],
+                          sensitivity=True, progress=heard.append)  # fmt: skip
+    message = str(caught.value)
+    assert "\n" not in message and "'[abc'" in message and "module path (a, b);" in message, message
+    assert heard == []  # refused before the GEMMs were measured
+
+
+def test_int8_progress_hears_each_sensitivity_gemm_and_each_calibration_input():
+    heard: list[str] = []
+    audiodeploy.lower(TwoLinears().eval(), (torch.randn(4, 16),), quantize="int8-static", sensitivity=True,
+                      calibration=[(torch.randn(4, 16),) for _ in range(3)], progress=heard.append)  # fmt: skip
+    assert heard == [
+        f"{SENSITIVITY_STAGE}: GEMM 1 of 2 (linear @ a)",
+        f"{SENSITIVITY_STAGE}: GEMM 2 of 2 (linear @ b)",
+        *(f"{CALIBRATION_STAGE}: input {i} of 3" for i in (1, 2, 3)),
+    ]
+
+
+def test_fidelity_floor_holds_snr_measures_only():
+    assert fidelity.below_floor({"snr_db": 14.9, "max_abs_diff": 100.0}) == {"snr_db": 15.0}
+    assert fidelity.below_floor({"snr_db": 15.0, "waveform_snr_db": float("inf")}) == {}
+    assert fidelity.below_floor({"waveform_snr_db": float("nan")}) == {"waveform_snr_db": 15.0}
 
 
 def test_fidelity_measures():

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import fnmatch
 import math
+import os
 
 import numpy as np
 import pytest
@@ -27,8 +28,18 @@ import torch
 import audiodeploy
 from audiodeploy import recipes
 from audiodeploy.lowering import fidelity
-from audiodeploy.lowering.quantize import SCHEMES
-from audiodeploy.recipes.calibration import calibration_files, calibration_inputs, fidelity_measures
+from audiodeploy.lowering.passes import rewrite_for_xnnpack
+from audiodeploy.lowering.passes.fold_computed_gemm_weights import apply_folds, plan_folds
+from audiodeploy.lowering.quantize import SCHEMES, quantize_program
+from audiodeploy.lowering.report import QuantizationReport, QuantizedMethod
+from audiodeploy.recipes.calibration import (
+    MIN_CALIBRATION_SECONDS,
+    calibration_files,
+    calibration_inputs,
+    calibration_set,
+    fidelity_measures,
+    fidelity_warnings,
+)
 from audiodeploy.recipes.errors import CalibrationError, QuantizationSchemeError, RecipeError
 from audiodeploy.recipes.spec import LengthRange
 from audiodeploy.runtime import Program
@@ -172,8 +183,89 @@ def test_waveform_calibration_inputs_are_lengths_the_program_takes(audio_dir):
     assert lengths[0] == spec.min_length  # 0.05 s, repeated up to the shortest input
     assert inputs[0][0][0, 800:1600].equal(inputs[0][0][0, :800])
     assert lengths[2] == spec.padded_length(int(1.3 * 16_000))  # 1.3 s: a multiple of 320 above it
-    assert lengths[3] == spec.max_length  # 3 s, cut to the 2 s the program takes
+    # 3 s in windows of the 2 s the program takes, the second moved back to end at the file's end.
+    assert lengths[3:5] == [spec.max_length, spec.max_length] and len(lengths) == 6
+    with AudioFile(audio_dir / "take3.wav", built.sample_rate) as audio:
+        assert inputs[4][0][0].numpy().tobytes() == audio.read(audio.total - spec.max_length, audio.total).tobytes()
     assert all(case[0].dtype == torch.float32 and case[0].shape[0] == 1 for case in inputs)
+
+
+def test_calibration_file_under_the_minimum_is_refused_and_one_at_it_is_repeated_with_a_note(tmp_path):
+    built = recipes.get("hubert").build(variant="tiny", length_range=TEST_RANGE["ctc-asr"])
+    rate = built.sample_rate
+    soundfile.write(tmp_path / "short.wav", speech_like(rate, MIN_CALIBRATION_SECONDS * 0.8, 0), rate)
+    soundfile.write(tmp_path / "enough.wav", speech_like(rate, MIN_CALIBRATION_SECONDS, 0), rate)
+    with pytest.raises(CalibrationError) as caught:
+        calibration_set(built, [tmp_path / "enough.wav", tmp_path / "short.wav"])
+    assert_one_line(caught.value, "short.wav", "0.04 s long", "shorter than the 0.05 s", "give recordings")
+    chosen = calibration_set(built, [tmp_path / "enough.wav"])
+    assert [case[0].shape[-1] for case in chosen.inputs] == [built.input.min_length]
+    assert chosen.notes == (
+        f"{tmp_path / 'enough.wav'}: shorter than the program's shortest input (0.5 s), repeated up to it for calibration",
+    )
+
+
+def test_calibration_limit_keeps_inputs_spread_over_the_files_and_says_what_was_left_out(audio_dir):
+    built = recipes.get("hubert").build(variant="tiny", length_range=TEST_RANGE["ctc-asr"])
+    files = calibration_files([audio_dir])
+    everything = calibration_inputs(built, files)
+    heard = []
+    chosen = calibration_set(built, files, limit=2, progress=lambda number, total: heard.append((number, total)))
+    # Files 0 and 2 of 5 (evenly spaced), one input each; a third would pass the limit.
+    assert [case[0].shape for case in chosen.inputs] == [everything[0][0].shape, everything[2][0].shape]
+    assert chosen.inputs[1][0].equal(everything[2][0]) and heard == [(1, 2), (2, 2)]
+    assert chosen.notes[-1] == (
+        "calibrating on 2 inputs from 2 of the 5 calibration files (--calibrate-limit 2); the other 3 were left "
+        "out: raise --calibrate-limit to use more"
+    )
+    # Spread over 4 of the 5 files, the limit is reached inside take3's two windows: one of them is kept.
+    assert len(calibration_set(built, files, limit=4).inputs) == 4
+    (repeated,) = calibration_set(built, files).notes  # the default limit leaves nothing out here
+    assert repeated.startswith(f"{files[0]} and 1 more: shorter than")  # take0 (0.05 s) and take1 (0.4 s)
+
+
+def test_calibration_path_that_is_not_a_regular_file_is_refused(tmp_path):
+    os.mkfifo(tmp_path / "pipe.wav")
+    with pytest.raises(CalibrationError) as caught:
+        calibration_files([tmp_path / "pipe.wav"])
+    assert_one_line(caught.value, "pipe.wav", "not a regular file")
+    soundfile.write(tmp_path / "take.wav", speech_like(16_000, 0.1, 0), 16_000)
+    assert calibration_files([tmp_path]) == [tmp_path / "take.wav"]  # a pipe in a directory is not audio
+
+
+def test_fidelity_under_the_floor_is_one_warning_line_per_measure():
+    def report(fidelity: dict[str, float], methods: tuple[str, ...] = ("forward",)) -> QuantizationReport:
+        return QuantizationReport(
+            "int8-static", "1 given inputs", fidelity_inputs="2 generated signals",
+            methods={m: QuantizedMethod(m, fidelity=fidelity) for m in methods},
+        )  # fmt: skip
+
+    assert fidelity_warnings(report({"snr_db": 15.0, "max_abs_diff": 9.0, "argmax_agreement": 0.0})) == ()
+    (warning,) = fidelity_warnings(report({"snr_db": -2.84, "max_abs_diff": 0.5}))
+    assert warning.startswith("int8 output SNR -2.8 dB against fp32 (on 2 generated signals) is below the 15 dB floor: ")
+    assert "--calibrate" in warning and "--keep-fp32" in warning and "\n" not in warning
+    (warning,) = fidelity_warnings(report({"waveform_snr_db": float("nan")}))
+    assert "waveform SNR nan dB" in warning
+    assert [w.split(":")[0] for w in fidelity_warnings(report({"snr_db": 3.0}, ("encode", "decode")))] == [
+        "method encode", "method decode"
+    ]
+
+
+def test_int8_static_vocoder_calibrates_on_its_longest_input_past_the_folds_narrowed_guard():
+    """The fold's fake-tensor runs narrow the program's shape guard to 160 frames for a 1 s example (tiny HiFi-GAN,
+    exported for 87-173 frames): calibrating on the longest input failed ("Guard failed: 128 * mel.size()[1] <=
+    20480"). Quantized without XNNPACK: seconds."""
+    built = recipes.get("hifigan").build(variant="tiny-v3", length_range=LengthRange(1.0, 2.0))
+    spec = built.input
+    assert spec.max_length > 160 > spec.example_length
+    ep = torch.export.export(built.module, built.example_inputs, dynamic_shapes=built.dynamic_shapes).run_decompositions({})
+    rewrite_for_xnnpack(ep)
+    folded, _ = apply_folds(ep, list(plan_folds(ep).candidates))
+    longest = built.random_inputs(spec.max_length, seed=3)
+    quantized = quantize_program(folded, "int8-static", dynamic_shapes=built.dynamic_shapes, calibration=[longest])
+    assert quantized.calibration == "1 given inputs" and quantized.quantized_gemms
+    (frames,) = quantized.program.range_constraints.values()
+    assert (frames.lower, frames.upper) == (spec.min_length, spec.max_length)
 
 
 # End to end: lowered once per module.
