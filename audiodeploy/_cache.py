@@ -34,4 +34,6 @@ def unwritable_cache_message(directory: Path, error: OSError) -> str:
             f"{CACHE_DIR_VARIABLE}={directory} cannot be written ({why}): point {CACHE_DIR_VARIABLE} at a writable "
             "directory, or unset it"
         )
-    return f"the cache directory {directory} cannot be written ({why}): set {CACHE_DIR_VARIABLE} to a writable directory"
+    return (
+        f"the cache directory {directory} cannot be written ({why}): set {CACHE_DIR_VARIABLE} to a writable directory"
+    )

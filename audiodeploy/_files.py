@@ -27,8 +27,10 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import BinaryIO, Literal
 
+from audiodeploy.errors import AudiodeployError
 
-class OutputPathError(ValueError):
+
+class OutputPathError(AudiodeployError, ValueError):
     """A target that cannot or must not be written; the message names it and what to do."""
 
 
@@ -91,17 +93,23 @@ def check_writable(path: str | os.PathLike[str], option: str = "-o", streams: bo
     try:
         os.fsdecode(path).encode("utf-8")
     except UnicodeEncodeError:
-        raise OutputPathError(f"cannot write {shown}: its name is not valid UTF-8 text; give {option} another name") from None
+        raise OutputPathError(
+            f"cannot write {shown}: its name is not valid UTF-8 text; give {option} another name"
+        ) from None
     if path.is_dir():
         raise OutputPathError(f"{shown} is a directory; give {option} a file name, e.g. {display(path / 'out')}")
     if output_kind(path, option) == "stream":
         if not streams:
-            raise OutputPathError(f"cannot write {shown}: it is a device or a pipe, not a file; give {option} a file name")
+            raise OutputPathError(
+                f"cannot write {shown}: it is a device or a pipe, not a file; give {option} a file name"
+            )
         _hold_stream(path, option)
         return path
     parent = _real_file(path).parent
     if not parent.is_dir():
-        raise OutputPathError(f"cannot write {shown}: directory {display(parent)} does not exist; create it or change {option}")
+        raise OutputPathError(
+            f"cannot write {shown}: directory {display(parent)} does not exist; create it or change {option}"
+        )
     try:
         probe = _temporary_beside(_real_file(path), suffix=".probe")
     except OSError as error:
@@ -161,9 +169,7 @@ def refuse_overwrite(output: Path, protected: Sequence[tuple[Path, str]], option
     """Raise `OutputPathError` when `output` is one of the `protected` files (path, what it is)."""
     for path, what in protected:
         if _same_file(output, path):
-            raise OutputPathError(
-                f"{option} {display(output)} would overwrite {what}; give {option} another name"
-            )
+            raise OutputPathError(f"{option} {display(output)} would overwrite {what}; give {option} another name")
 
 
 def _same_file(a: Path, b: Path) -> bool:

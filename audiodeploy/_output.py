@@ -12,7 +12,16 @@ import logging
 import os
 import warnings
 
-_QUIET_LOGGERS = ("torch", "executorch", "transformers", "huggingface_hub", "onnxscript", "onnx_ir", "urllib3", "filelock")
+_QUIET_LOGGERS = (
+    "torch",
+    "executorch",
+    "transformers",
+    "huggingface_hub",
+    "onnxscript",
+    "onnx_ir",
+    "urllib3",
+    "filelock",
+)
 
 _verbose = False
 

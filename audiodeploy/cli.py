@@ -16,14 +16,16 @@ import os
 import signal
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Iterator, Optional
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
 
 from audiodeploy import _output
-from audiodeploy._files import OutputPathError, atomic_write_text, check_writable, display, refuse_overwrite
+from audiodeploy._files import atomic_write_text, check_writable, display, refuse_overwrite
+from audiodeploy.errors import AudiodeployError
 from audiodeploy.native.cli import runner_app
 
 if TYPE_CHECKING:
@@ -43,7 +45,7 @@ out = Console(soft_wrap=True, highlight=False)
 err = Console(stderr=True, soft_wrap=True, highlight=False)
 
 
-class UserError(Exception):
+class UserError(AudiodeployError):
     """A mistake in what the user asked for: the message is shown as is."""
 
 
@@ -54,27 +56,6 @@ class Interrupted(BaseException):
     def __init__(self, signal_number: int) -> None:
         super().__init__(signal_number)
         self.signal_number = signal_number
-
-
-def _user_errors() -> tuple[type[BaseException], ...]:
-    """The exception types whose message is a complete one-line answer to the user."""
-    errors: list[type[BaseException]] = [UserError, OutputPathError]
-    modules = {
-        "audiodeploy.program.description": ("DescriptionError",),
-        "audiodeploy.program.spec": ("InputLengthError",),
-        "audiodeploy.runtime.audio": ("AudioInputError",),
-        "audiodeploy.runtime.program": ("ProgramLoadError", "ProgramInputError", "ProgramRunError"),
-        "audiodeploy.runtime.pte_check": ("ProgramLoadError",),
-        "audiodeploy.runtime.model": ("WindowOptionError",),
-        "audiodeploy.recipes.errors": ("RecipeError",),
-        "audiodeploy.bench.errors": ("BenchError",),
-        "audiodeploy.native": ("NativeError",),
-    }
-    # Only the modules a command imported can have raised; importing the others now would cost seconds.
-    for module_name, names in modules.items():
-        module = sys.modules.get(module_name)
-        errors.extend(getattr(module, name) for name in names if module is not None and hasattr(module, name))
-    return tuple(errors)
 
 
 @app.callback()
@@ -96,62 +77,105 @@ def _step(message: str) -> Iterator[None]:
 
 
 @app.command("list")
-def list_recipes() -> None:
+def list_recipes(
+    all_variants: Annotated[
+        bool,
+        typer.Option("--all", help="Also the tiny test-size variants (synthetic weights, export in seconds)."),
+    ] = False,
+) -> None:
     """List the recipes, their variants and sources."""
     from audiodeploy import recipes
 
+    hidden = 0
     for name in recipes.available():
-        info = recipes.get(name).describe()
+        recipe = recipes.get(name)
+        info = recipe.describe()
+        shown = recipe.variant_names(include_hidden=all_variants)
+        hidden += len(recipe.variant_names(include_hidden=True)) - len(shown)
+        tiny = set(shown) - set(recipe.variant_names())
         variants = ", ".join(
-            f"{v['name']}{' (default)' if v['name'] == info['default_variant'] else ''}" for v in info["variants"]
+            f"{v}{' (default)' if v == info['default_variant'] else ''}{' (test size)' if v in tiny else ''}"
+            for v in shown
         )
         out.print(f"[bold]{name}[/bold]: {info['description']}")
         out.print(f"  variants: {variants}", markup=False)
-        out.print(f"  sources: {', '.join(info['sources'])}; {info['sample_rate']} Hz; input: {info['input']}", markup=False)
+        out.print(
+            f"  sources: {', '.join(info['sources'])}; {info['sample_rate']} Hz; input: {info['input']}", markup=False
+        )
+    if hidden:
+        # The README and the tests use the tiny variants: say where they are rather than leave them undiscoverable.
+        out.print(f"and {hidden} tiny test-size variants: `audiodeploy list --all` shows them", markup=False)
 
 
 def _program_targets(output: Path) -> tuple[Path, Path]:
-    """The .pte and sidecar paths an export writes, both checked writable and distinct."""
+    """The .pte and sidecar paths an export writes, both checked writable and distinct. A device or pipe is
+    refused for either: the two are replaced together, as files, which writing through a device cannot do."""
     from audiodeploy.program.description import sidecar_path
 
     sidecar = sidecar_path(output)
     if sidecar == output:
         raise UserError(f"-o {display(output)}: the program's sidecar would overwrite it; give the program a .pte name")
-    check_writable(output)
-    check_writable(sidecar, option="-o (its sidecar)")
+    check_writable(output, streams=False)
+    check_writable(sidecar, option="-o (its sidecar)", streams=False)
     return output, sidecar
+
+
+class _ProgressLines:
+    """A `progress` callback for a step that may take minutes: a stderr line at most every `every` seconds, and at
+    once for the first message of an `announced` stage (the text before its first ':'), one slow by design. A log
+    (or a terminal, above the step's spinner) shows the step is alive without a line per item."""
+
+    def __init__(self, every: float = 5.0, announced: frozenset[str] = frozenset()) -> None:
+        self.every = every
+        self.announced = announced
+        self.stage: str | None = None
+        self.last = time.monotonic()
+
+    def __call__(self, message: str) -> None:
+        now = time.monotonic()
+        stage = message.split(":", 1)[0]
+        if (stage in self.announced and stage != self.stage) or now - self.last >= self.every:
+            err.print(message, markup=False)
+            self.last = now
+        self.stage = stage
+
+    def file(self, number: int, files: int) -> None:
+        """As `calibration_set`'s progress: before each file it reads."""
+        self(f"reading calibration audio: file {number} of {files}")
 
 
 @app.command()
 def export(
     recipe: Annotated[str, typer.Argument(help="Recipe name, see `audiodeploy list`.")],
-    variant: Annotated[Optional[str], typer.Option(help="Variant; default: the recipe's first.")] = None,
-    source: Annotated[Optional[str], typer.Option(help="Library to build from; default: the recipe's first.")] = None,
+    variant: Annotated[str | None, typer.Option(help="Variant; default: the recipe's first.")] = None,
+    source: Annotated[str | None, typer.Option(help="Library to build from; default: the recipe's first.")] = None,
     weights: Annotated[
-        Optional[str],
+        str | None,
         typer.Option(
             help="Local directory (from_pretrained), hub id, torchaudio state dict, or an original checkpoint: a "
             "HiFi-GAN or BigVGAN generator (a file, or a directory with config.json), a Vocos directory (config.yaml "
             "and pytorch_model.bin); default: synthetic."
         ),
     ] = None,
-    seconds: Annotated[Optional[float], typer.Option(help="Export one fixed input length, in seconds.")] = None,
-    min_seconds: Annotated[Optional[float], typer.Option(help="Shortest input the program accepts.")] = None,
-    max_seconds: Annotated[Optional[float], typer.Option(help="Longest input the program accepts.")] = None,
+    seconds: Annotated[float | None, typer.Option(help="Export one fixed input length, in seconds.")] = None,
+    min_seconds: Annotated[float | None, typer.Option(help="Shortest input the program accepts.")] = None,
+    max_seconds: Annotated[float | None, typer.Option(help="Longest input the program accepts.")] = None,
     no_fold: Annotated[bool, typer.Option("--no-fold", help="Stock ExecuTorch lowering, for comparison.")] = False,
     quantize: Annotated[
-        Optional[str],
+        str | None,
         typer.Option(
             help="int8-dynamic (int8 weights, activations quantized at run time) or int8-static (activation "
             "ranges calibrated ahead); computed weights are folded first. Default: fp32."
         ),
     ] = None,
     calibrate: Annotated[
-        Optional[list[Path]],
-        typer.Option(help="With int8-static: audio files or directories to calibrate on (repeat); default: generated signals."),
+        list[Path] | None,
+        typer.Option(
+            help="With int8-static: audio files or directories to calibrate on (repeat); default: generated signals."
+        ),
     ] = None,
     keep_fp32: Annotated[
-        Optional[list[str]],
+        list[str] | None,
         typer.Option(
             "--keep-fp32",
             help="Module-name pattern (fnmatch) whose GEMMs stay fp32, e.g. '*.lm_head' (repeat); default: the "
@@ -166,11 +190,32 @@ def export(
             "fp32), to choose --keep-fp32; seconds per GEMM. `inspect` shows it later.",
         ),
     ] = False,
-    output: Annotated[Optional[Path], typer.Option("-o", "--output", help="Where to write the .pte.")] = None,
+    calibrate_limit: Annotated[
+        int | None,
+        typer.Option(
+            help="With --calibrate: calibrate on at most this many inputs (windows of the files), taken evenly over "
+            "the files; default: 200."
+        ),
+    ] = None,
+    strict: Annotated[
+        bool,
+        typer.Option(
+            "--strict",
+            help="With --quantize: refuse (exit 2, nothing written) an int8 program under the fidelity floor (15 dB "
+            "output or waveform SNR against fp32) instead of writing it with a warning.",
+        ),
+    ] = False,
+    output: Annotated[Path | None, typer.Option("-o", "--output", help="Where to write the .pte.")] = None,
 ) -> None:
     """Build a recipe's model, lower it to XNNPACK (fp32 or int8) and write a .pte with a JSON sidecar."""
     from audiodeploy import recipes
-    from audiodeploy.recipes.calibration import calibration_files, calibration_inputs, fidelity_measures
+    from audiodeploy.recipes.calibration import (
+        DEFAULT_CALIBRATION_LIMIT,
+        calibration_files,
+        calibration_set,
+        fidelity_measures,
+        fidelity_warnings,
+    )
     from audiodeploy.recipes.spec import LengthRange
 
     if seconds is not None and (min_seconds is not None or max_seconds is not None):
@@ -178,10 +223,15 @@ def export(
     recipe_ = recipes.get(recipe)
     chosen_variant = recipe_.variant(variant).name
     chosen_source = recipe_.source(source)
-    if quantize is None and (calibrate or keep_fp32 or sensitivity):
+    if quantize is None and (calibrate or keep_fp32 or sensitivity or strict or calibrate_limit is not None):
         raise UserError(
-            "--calibrate, --keep-fp32 and --sensitivity apply to quantized exports: add --quantize int8-static or int8-dynamic"
+            "--calibrate, --calibrate-limit, --keep-fp32, --sensitivity and --strict apply to quantized exports: add "
+            "--quantize int8-static or int8-dynamic"
         )
+    if calibrate_limit is not None and not calibrate:
+        raise UserError("--calibrate-limit limits the --calibrate audio: add --calibrate FILES|DIR, or drop it")
+    if calibrate_limit is not None and calibrate_limit < 1:
+        raise UserError(f"--calibrate-limit {calibrate_limit} keeps no calibration input: give 1 or more")
     if quantize is not None:
         recipe_.check_int8_scheme(quantize)
         if no_fold:
@@ -215,13 +265,26 @@ def export(
     if quantize is not None:
         keep = tuple(keep_fp32) if keep_fp32 else recipe_.default_keep_fp32(chosen_source, chosen_variant)
         if files is not None:
-            calibration = calibration_inputs(built, files)
+            with _step("reading calibration audio"):
+                chosen = calibration_set(
+                    built,
+                    files,
+                    limit=calibrate_limit or DEFAULT_CALIBRATION_LIMIT,
+                    progress=_ProgressLines().file,
+                )
+            for note in chosen.notes:
+                err.print(f"note: {note}", markup=False)
+            calibration = list(chosen.inputs)
         elif quantize == "int8-static":
             err.print(
                 "note: no --calibrate: activation ranges come from generated signals; calibrate on audio the model "
                 "will hear for better int8 accuracy",
                 markup=False,
             )
+    import dataclasses
+
+    from audiodeploy.lowering.quantize import SENSITIVITY_STAGE
+
     with _step("lowering to ExecuTorch + XNNPACK (large models take minutes)"):
         lowered = audiodeploy.lower(
             built.module,
@@ -233,6 +296,7 @@ def export(
             keep_fp32=keep,
             fidelity=fidelity_measures(built) if quantize is not None else None,
             sensitivity=sensitivity,
+            progress=_ProgressLines(announced=frozenset({SENSITIVITY_STAGE})),
         )
     with _step("checking the program against eager PyTorch"):
         max_abs_diff = _max_abs_diff(lowered, built)
@@ -242,18 +306,36 @@ def export(
             f"the lowered program differs from eager PyTorch by {max_abs_diff:.2e} (tolerance {built.atol:.0e}); "
             "nothing was written: please report this with the command you ran"
         )
+    quantization = lowered.report.quantization
+    warnings = fidelity_warnings(quantization) if quantization is not None else ()
+    if warnings and strict:
+        raise UserError(f"{warnings[0]}; nothing was written (--strict)")
+    if quantization is not None and warnings:
+        # In the sidecar too, so that `inspect` and whoever ships the file later see it.
+        lowered.report = dataclasses.replace(
+            lowered.report, quantization=dataclasses.replace(quantization, warnings=warnings)
+        )
+    for warning in warnings:
+        err.print(f"warning: {warning}", markup=False)
     _write_program(lowered, built, max_abs_diff, target, sidecar)
     out.print(lowered.report.describe(verbose=_output.verbose()), markup=False)
-    tolerance = f"tolerance {built.atol:.0e}" if quantize is None else f"{quantize}; fp32 tolerance {built.atol:.0e} not applied"
+    tolerance = (
+        f"tolerance {built.atol:.0e}"
+        if quantize is None
+        else f"{quantize}; fp32 tolerance {built.atol:.0e} not applied"
+    )
     out.print(f"max abs diff vs eager: {max_abs_diff:.2e} ({tolerance})")
     out.print(
-        f"wrote {display(target)} ({lowered.report.pte_bytes / 2**20:.1f} MiB) and {display(sidecar.name)}", markup=False
+        f"wrote {display(target)} ({lowered.report.pte_bytes / 2**20:.1f} MiB) and {display(sidecar.name)}",
+        markup=False,
     )
     if built.weights_provenance.startswith("synthetic"):
         out.print("[yellow]note: synthetic weights: the model's outputs are meaningless, its speed is real[/yellow]")
 
 
-def _write_program(lowered: LoweredProgram, built: BuiltModel, max_abs_diff: float, target: Path, sidecar: Path) -> None:
+def _write_program(
+    lowered: LoweredProgram, built: BuiltModel, max_abs_diff: float, target: Path, sidecar: Path
+) -> None:
     """The .pte, its sidecar (and any .ptd) replaced together, or not at all."""
     from audiodeploy._files import atomic_write_files
     from audiodeploy.program.description import sidecar_content
@@ -284,14 +366,56 @@ def _max_abs_diff(lowered: LoweredProgram, built: BuiltModel) -> float:
 _WINDOW_HELP = "Seconds of input per run of the program; default: the longest input it takes."
 _OVERLAP_HELP = "Seconds shared by neighbouring windows; default: a fifth of a window."
 
+# A transcript is text under any name, but not under these: they name audio or binary files, so a transcript there
+# is a mistake (most likely the -o meant for a vocoder's wav).
+_NOT_TEXT_SUFFIXES = frozenset(
+    {
+        ".wav",
+        ".wave",
+        ".flac",
+        ".ogg",
+        ".oga",
+        ".opus",
+        ".mp3",
+        ".m4a",
+        ".aac",
+        ".aif",
+        ".aiff",
+        ".au",
+        ".caf",
+        ".npy",
+        ".pte",
+    }
+)
+
+
+def _check_run_output_suffix(output: Path, vocoder: bool) -> None:
+    """Refuse an -o whose extension names another kind of file than `run` writes: a vocoder writes a .wav, a
+    speech recognizer text (.txt or any name that is not audio). A device or pipe (/dev/stdout) has no extension
+    to honour."""
+    from audiodeploy._files import is_stream
+
+    if is_stream(output):
+        return
+    suffix = output.suffix.lower()
+    if vocoder and suffix != ".wav":
+        raise UserError(
+            f"-o {display(output)}: a vocoder writes a wav file; give -o a .wav name, e.g. {display(output.with_suffix('.wav'))}"
+        )
+    if not vocoder and suffix in _NOT_TEXT_SUFFIXES:
+        raise UserError(
+            f"-o {display(output)}: a speech recognizer writes its transcript as text, not {suffix}; give -o a .txt "
+            f"name, e.g. {display(output.with_suffix('.txt'))}"
+        )
+
 
 @app.command()
 def run(
     model: Annotated[Path, typer.Argument(help="The .pte written by `audiodeploy export` (its .json beside it).")],
     input: Annotated[Path, typer.Argument(help="Audio (wav, flac, ogg, ...); for a vocoder also a mel .npy.")],
-    output: Annotated[Optional[Path], typer.Option("-o", "--output", help="Transcript .txt or vocoded .wav.")] = None,
-    window: Annotated[Optional[float], typer.Option(help=_WINDOW_HELP)] = None,
-    overlap: Annotated[Optional[float], typer.Option(help=_OVERLAP_HELP)] = None,
+    output: Annotated[Path | None, typer.Option("-o", "--output", help="Transcript .txt or vocoded .wav.")] = None,
+    window: Annotated[float | None, typer.Option(help=_WINDOW_HELP)] = None,
+    overlap: Annotated[float | None, typer.Option(help=_OVERLAP_HELP)] = None,
 ) -> None:
     """Run a .pte on input of any length: a transcript for speech recognizers, a .wav for vocoders."""
     from audiodeploy.program.description import sidecar_path
@@ -304,7 +428,13 @@ def run(
     from audiodeploy.runtime import SpeechRecognizer, Vocoder, load
 
     loaded = load(model)
+    if loaded.description is not None and loaded.description.weights.startswith("synthetic"):
+        # Otherwise random text (or noise) looks like a broken model: say why before the output.
+        synthetic = "note: the program has synthetic weights (exported without --weights): its output is meaningless"
+        err.print(synthetic, markup=False)
     if isinstance(loaded, SpeechRecognizer):
+        if output is not None:
+            _check_run_output_suffix(output, vocoder=False)
         transcript = loaded.transcribe(input, window_seconds=window, overlap_seconds=overlap, progress=True)
         if output is not None:
             atomic_write_text(output, transcript.text + "\n")
@@ -319,7 +449,11 @@ def run(
     if output is None:
         refuse_overwrite(target, protected)
         check_writable(target)
+    else:
+        _check_run_output_suffix(output, vocoder=True)
     written = loaded.vocode_to_file(input, target, window_seconds=window, overlap_seconds=overlap, progress=True)
+    if written.clipping_warning is not None:
+        err.print(f"warning: {written.clipping_warning}", markup=False)
     out.print(
         f"wrote {display(written.path)}: {written.samples} samples, {written.seconds:.2f} s at {written.sample_rate} Hz",
         markup=False,
@@ -327,28 +461,60 @@ def run(
 
 
 @app.command()
-def inspect(model: Annotated[Path, typer.Argument(help="A .pte file.")]) -> None:
-    """Methods, delegates, ops outside delegates and size of a .pte, and its sidecar's summary."""
-    from audiodeploy.program.description import read_sidecar, sidecar_path
-    from audiodeploy.runtime import Program
+def inspect(
+    model: Annotated[Path, typer.Argument(help="A .pte file.")],
+    load: Annotated[
+        bool,
+        typer.Option(
+            "--load", help="Also load the program and every method in ExecuTorch's runtime (seconds for large models)."
+        ),
+    ] = False,
+) -> None:
+    """Methods, delegates, ops outside delegates and size of a .pte, and its sidecar's summary.
+
+    Reads the program's header and flatbuffer and its sidecar; only `--load` gives it to the runtime.
+    """
+    from audiodeploy.program.description import program_digest, read_sidecar, sidecar_path
+    from audiodeploy.runtime.pte_check import GIVE_PTE, check_program_bytes
+
+    shown = display(model)
+    program = None
+    if load:
+        from audiodeploy.runtime import Program
+
+        program = Program.load(model)  # verified, probed in a child process, then loaded here
+        buffer = program.buffer
+    else:
+        try:
+            buffer = model.read_bytes()
+        except FileNotFoundError:
+            raise UserError(f"{shown}: no such file; {GIVE_PTE}") from None
+        except IsADirectoryError:
+            raise UserError(f"{shown} is a directory, not a program; {GIVE_PTE}") from None
+        except PermissionError:
+            raise UserError(f"{shown}: permission denied; make the program readable or copy it") from None
+        # The flatbuffer is parsed below: its layout is checked first, as before a load.
+        check_program_bytes(buffer, shown)
     from audiodeploy.runtime.inspection import describe_program
 
-    program = Program.load(model)  # verifies the program before parsing it
-    shown = display(model)
-    out.print(f"{shown}: {len(program.buffer) / 2**20:.2f} MiB", markup=False)
-    for method in describe_program(program.buffer):
+    out.print(f"{shown}: {len(buffer) / 2**20:.2f} MiB", markup=False)
+    for method in describe_program(buffer):
         outside = ", ".join(f"{op} x{n}" for op, n in method.kernels.items()) or "none"
         out.print(
             f"method {method.name}: {method.delegates} delegate call(s) {method.backends}; kernels outside: {outside}",
             markup=False,
         )
+    if program is not None:
+        out.print(f"loaded in ExecuTorch's runtime: {', '.join(program.method_names)}", markup=False)
     if not sidecar_path(model).exists():
         out.print(f"no sidecar: {display(sidecar_path(model))} does not exist", markup=False)
         return
     sidecar = read_sidecar(model)
-    sidecar.check_digest(program.sha256, shown)
+    # The digest ties the sidecar to these bytes; the loaded method's inputs and outputs are checked with --load.
+    sidecar.check_digest(program.sha256 if program is not None else program_digest(buffer), shown)
     described = sidecar.description
-    described.check_program(program.input_specs(), program.output_specs(), shown)
+    if program is not None:
+        described.check_program(program.input_specs(), program.output_specs(), shown)
     low, high = described.length_range_seconds
     out.print(
         f"model: {described.recipe} {described.variant} from {described.source}; {described.sample_rate} Hz; "
@@ -361,23 +527,31 @@ def inspect(model: Annotated[Path, typer.Argument(help="A .pte file.")]) -> None
     try:
         report = LoweringReport.from_dict(dict(sidecar.lowering))
     except (KeyError, TypeError, ValueError) as error:
-        raise UserError(f"{display(sidecar.path)}: its lowering report is malformed ({error}); export the model again") from None
+        raise UserError(
+            f"{display(sidecar.path)}: its lowering report is malformed ({error}); export the model again"
+        ) from None
     out.print(report.describe(verbose=_output.verbose()), markup=False)
     out.print("versions: " + ", ".join(f"{k} {v}" for k, v in sidecar.versions.items()), markup=False)
 
 
 @app.command()
 def bench(
-    target: Annotated[str, typer.Argument(help="A recipe name (see `audiodeploy list`) or a .pte file.")],
-    variant: Annotated[Optional[str], typer.Option(help="Recipe variant; default: the recipe's first.")] = None,
-    source: Annotated[Optional[str], typer.Option(help="Library to build the recipe from.")] = None,
-    weights: Annotated[Optional[str], typer.Option(help="Weights for the recipe; default: synthetic.")] = None,
+    target: Annotated[
+        str,
+        typer.Argument(
+            help="A recipe name (see `audiodeploy list`), a .pte file, or pos-conv (wav2vec2's weight-normed positional "
+            "convolution, stock against folded lowering)."
+        ),
+    ],
+    variant: Annotated[str | None, typer.Option(help="Recipe variant; default: the recipe's first.")] = None,
+    source: Annotated[str | None, typer.Option(help="Library to build the recipe from.")] = None,
+    weights: Annotated[str | None, typer.Option(help="Weights for the recipe; default: synthetic.")] = None,
     seconds: Annotated[
-        Optional[list[float]],
+        list[float] | None,
         typer.Option(help="Audio duration to measure at; repeat for several lengths. Default: 1 s."),
     ] = None,
     compare: Annotated[
-        Optional[str],
+        str | None,
         typer.Option(
             help="Also measure, in the same run: stock,eager,onnxruntime,audiodeploy-int8,onnxruntime-int8 (any of them)."
         ),
@@ -387,7 +561,8 @@ def bench(
     stock_runs: Annotated[int, typer.Option(help="Timed runs of stock lowering (often 100x slower).")] = 3,
     stock_warmup: Annotated[int, typer.Option(help="Warm-up runs of stock lowering.")] = 1,
     threads: Annotated[
-        Optional[int], typer.Option(help="Threads for every runtime; default: ExecuTorch's (performant cores).")
+        int | None,
+        typer.Option(help="Threads for every runtime, at most 4 per CPU; default: ExecuTorch's (performant cores)."),
     ] = None,
     device: Annotated[
         str,
@@ -398,19 +573,24 @@ def bench(
         ),
     ] = "local",
     runner: Annotated[
-        Optional[Path],
+        Path | None,
         typer.Option(
             help="With --device adb: ExecuTorch's executor_runner built with the NDK, pushed instead of the "
             "project's arm64 bundle (the default)."
         ),
     ] = None,
-    json_path: Annotated[Optional[Path], typer.Option("--json", help="Write the results as JSON here.")] = None,
-    plot: Annotated[Optional[Path], typer.Option(help="Write a PNG chart of the latencies here.")] = None,
-    name: Annotated[Optional[str], typer.Option(help="Name of the result (models.md); default recipe-variant.")] = None,
+    json_path: Annotated[Path | None, typer.Option("--json", help="Write the results as JSON here.")] = None,
+    plot: Annotated[Path | None, typer.Option(help="Write a PNG chart of the latencies here.")] = None,
+    name: Annotated[str | None, typer.Option(help="Name of the result (models.md); default recipe-variant.")] = None,
     seed: Annotated[int, typer.Option(help="Seed of synthetic weights and inputs.")] = 0,
+    channels: Annotated[int | None, typer.Option(help="pos-conv only: channels in and out; default 768.")] = None,
+    kernel: Annotated[int | None, typer.Option(help="pos-conv only: kernel size, padded by half; default 128.")] = None,
+    groups: Annotated[int | None, typer.Option(help="pos-conv only: convolution groups; default 16.")] = None,
+    length: Annotated[int | None, typer.Option(help="pos-conv only: input frames; default 49 (1 s).")] = None,
 ) -> None:
     """Latency of a recipe or .pte: load time, median/p90/min, real-time factor, memory, delegates; with
-    --compare, side by side with stock ExecuTorch, eager PyTorch and ONNX Runtime, interleaved in one run."""
+    --compare, side by side with stock ExecuTorch, eager PyTorch and ONNX Runtime, interleaved in one run.
+    pos-conv: delegates, ops on portable kernels, latency and max abs diff of stock and folded lowering."""
     import shlex
 
     outputs = [(path, option) for path, option in ((json_path, "--json"), (plot, "--plot")) if path is not None]
@@ -431,6 +611,7 @@ def bench(
 
     from audiodeploy.bench import BenchRequest, check, format_table, parse_compare, run_bench, write_json
     from audiodeploy.bench.plot import render_png, require_matplotlib, write_png
+    from audiodeploy.bench.pos_conv import PosConvShape
 
     request = BenchRequest(
         target=target,
@@ -446,6 +627,7 @@ def bench(
         threads=threads,
         device=device,
         runner=runner,
+        pos_conv=PosConvShape.from_options(channels, kernel, groups, length),
         seed=seed,
         name=name,
         command=shlex.join(["audiodeploy", *sys.argv[1:]]),
@@ -495,11 +677,15 @@ def main(argv: list[str] | None = None) -> None:
                 raise
             usage.show()  # click's usage message: the command's usage line and one line saying what is wrong
             sys.exit(getattr(usage, "exit_code", 2))
-    except _user_errors() as error:
+    except AudiodeployError as error:
         err.print(f"error: {_one_line(error)}", markup=False)
-        sys.exit(2)
+        sys.exit(error.exit_status)
     except Interrupted as stop:
-        what = "interrupted" if stop.signal_number == signal.SIGINT else f"stopped by {signal.Signals(stop.signal_number).name}"
+        what = (
+            "interrupted"
+            if stop.signal_number == signal.SIGINT
+            else f"stopped by {signal.Signals(stop.signal_number).name}"
+        )
         err.print(f"{what}: the files you had are as they were", markup=False)
         sys.exit(128 + stop.signal_number)
     except (KeyboardInterrupt, typer.Abort):

@@ -19,7 +19,10 @@ from audiodeploy._files import atomic_write_text  # noqa: E402
 def _ops(ops: dict[str, int] | None) -> str:
     if ops is None:
         return "–"
-    return ", ".join(f"{op.removeprefix('aten.')} ×{n}" if n > 1 else op.removeprefix("aten.") for op, n in ops.items()) or "none"
+    return (
+        ", ".join(f"{op.removeprefix('aten.')} ×{n}" if n > 1 else op.removeprefix("aten.") for op, n in ops.items())
+        or "none"
+    )
 
 
 def _ms(latency: dict) -> str:
@@ -48,7 +51,11 @@ def pos_conv_section(result: dict) -> list[str]:
             if pte is not None
             else f"| {runtime['label']} | – | – | {_ms(runtime['latency'])} | {diff} | – |"
         )
-    lines += ["", "Ratios of median latencies, same run: " + ", ".join(f"{k} {v:.3g}" for k, v in result["ratios"].items()), ""]
+    lines += [
+        "",
+        "Ratios of median latencies, same run: " + ", ".join(f"{k} {v:.3g}" for k, v in result["ratios"].items()),
+        "",
+    ]
     return lines
 
 
@@ -290,7 +297,11 @@ def bench_section(result: dict) -> list[str]:
         + (f", load average {load[0]:.2f} at the start" if load else "")
         + (f", OMP_WAIT_POLICY={machine['omp_wait_policy']}" if machine.get("omp_wait_policy") else "")
         + f"; torch {machine['torch']}, executorch {machine['executorch']}, onnxruntime {machine.get('onnxruntime') or '–'}"
-        + (f"; audiodeploy at {tree['commit'][:10]}{' with uncommitted changes' if tree.get('uncommitted_changes') else ''}" if tree else "")
+        + (
+            f"; audiodeploy at {tree['commit'][:10]}{' with uncommitted changes' if tree.get('uncommitted_changes') else ''}"
+            if tree
+            else ""
+        )
         + f". Command: `{machine['command']}`.",
         "",
     ]

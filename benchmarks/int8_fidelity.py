@@ -48,7 +48,11 @@ RUNTIMES = ("audiodeploy-int8", "onnxruntime-int8")
 
 
 def measure(
-    name: str, inputs_per_length: int, threads: int, keep_fp32: tuple[str, ...] = (), record_name: str | None = None,
+    name: str,
+    inputs_per_length: int,
+    threads: int,
+    keep_fp32: tuple[str, ...] = (),
+    record_name: str | None = None,
     log=print,
 ) -> dict:
     """The record of one model: per length and input, each int8 runtime's argmax agreement and SNR against eager.
@@ -103,7 +107,12 @@ def measure(
         "schema": SCHEMA,
         "benchmark": "int8-fidelity",
         "name": record_name or f"{name}-int8-fidelity",
-        "target": {"recipe": built.recipe, "variant": built.variant, "source": built.source, "weights": built.weights_provenance},
+        "target": {
+            "recipe": built.recipe,
+            "variant": built.variant,
+            "source": built.source,
+            "weights": built.weights_provenance,
+        },
         "scheme": scheme,
         "keep_fp32": list(keep_fp32),
         "inputs": f"{inputs_per_length} per length: the recipe's random_inputs with seeds 1-{inputs_per_length} "

@@ -148,8 +148,10 @@ def main(argv: list[str] | None = None) -> dict:
         lowering_s = time.perf_counter() - start
         method = lowered.report.methods["forward"]
         programs[name] = Program(lowered.buffer, origin=name)
-        log(f"lowered {name} in {lowering_s:.1f} s: {method.delegates} delegate(s), "
-            f"outside: {dict(method.ops_outside_delegates) or 'none'}; checking output ...")
+        log(
+            f"lowered {name} in {lowering_s:.1f} s: {method.delegates} delegate(s), "
+            f"outside: {dict(method.ops_outside_delegates) or 'none'}; checking output ..."
+        )
         (out,) = programs[name].run((x,))
         if out.shape != expected.shape:
             raise RuntimeError(f"{name}: output shape {tuple(out.shape)}, eager gives {tuple(expected.shape)}")
@@ -260,8 +262,14 @@ def format_table(record: dict) -> str:
             cells = [r["label"], "–", "–", ms(latency["median_s"]), _runs(latency), "–", "–", "–"]
         elif name == "onnxruntime":
             cells = [
-                r["label"], "–", "–", ms(latency["median_s"]), _runs(latency), f"{r['max_abs_diff']:.1e}",
-                size(r["onnx_bytes"]), f"{r['export_s']:.1f} s",
+                r["label"],
+                "–",
+                "–",
+                ms(latency["median_s"]),
+                _runs(latency),
+                f"{r['max_abs_diff']:.1e}",
+                size(r["onnx_bytes"]),
+                f"{r['export_s']:.1f} s",
             ]
         else:
             cells = [

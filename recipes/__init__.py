@@ -13,9 +13,10 @@ neither torch, torchaudio nor transformers (`audiodeploy list` answers at once):
 export wrappers from `_modules`.
 """
 
-from . import bigvgan, hifigan, hifigan_original, hubert, univnet, vocos, wav2vec2, wavlm
 from audiodeploy.program.mel import MelSpectrogram
 from audiodeploy.program.vocabulary import STANDARD_ENGLISH, TORCHAUDIO_ENGLISH, CtcVocabulary, greedy_decode
+
+from . import bigvgan, hifigan, hifigan_original, hubert, univnet, vocos, wav2vec2, wavlm
 from .calibration import calibration_files, calibration_inputs
 from .errors import (
     CalibrationError,

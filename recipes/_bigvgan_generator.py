@@ -115,7 +115,7 @@ class _DepthwiseFilter(nn.Module):
         return (self.gain * self.filter.detach()).expand(self.channels, -1, -1).contiguous()
 
     def _load_from_state_dict(self, state_dict: Mapping[str, Any], prefix: str, *args: Any, **kwargs: Any) -> None:
-        super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)  # type: ignore[arg-type]
+        super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
         self.depthwise = self._expanded()
 
     def _apply(self, fn: Any, recurse: bool = True) -> _DepthwiseFilter:

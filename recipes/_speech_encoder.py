@@ -19,6 +19,7 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Literal
 
 from audiodeploy.program.vocabulary import STANDARD_ENGLISH, TORCHAUDIO_ENGLISH, CtcVocabulary
+
 from ._checkpoints import load_payload
 from ._transformers import (
     load_pretrained,
@@ -266,9 +267,9 @@ class SpeechEncoderRecipe(Recipe[SpeechEncoderArchitecture]):
         if request.weights is None:
             loaded = self._synthetic(request)
         elif request.source == "transformers":
-            loaded = self._from_transformers(request)
+            loaded = self._from_transformers(request, request.weights)
         else:
-            loaded = self._from_torchaudio(request)
+            loaded = self._from_torchaudio(request, request.weights)
         wrapper = TransformersCtc if request.source == "transformers" else TorchaudioCtc
         module = wrapper(loaded.model, loaded.normalize_waveform)
         spec = waveform_input(self.sample_rate, loaded.stride, request.length_range)
@@ -295,12 +296,12 @@ class SpeechEncoderRecipe(Recipe[SpeechEncoderArchitecture]):
             notes=(),
         )
 
-    def _from_transformers(self, request: BuildRequest[SpeechEncoderArchitecture]) -> _Loaded:
+    def _from_transformers(self, request: BuildRequest[SpeechEncoderArchitecture], weights: str) -> _Loaded:
         architecture = request.variant.architecture
         model_class = self.transformers_model_class
         model, missing = load_pretrained(
             model_class,
-            request.weights,
+            weights,
             self.transformers_model_type,
             self.name,
             self.transformers_attention,
@@ -308,44 +309,44 @@ class SpeechEncoderRecipe(Recipe[SpeechEncoderArchitecture]):
         )
         notes: list[str] = []
         body_missing = [key for key in missing if not key.startswith("lm_head.")]
-        refuse_incomplete(request.weights, body_missing, model_class, self.transformers_model_type)
+        refuse_incomplete(weights, body_missing, model_class, self.transformers_model_type)
         if missing:
             # Pre-trained-only checkpoints (hubert-base-ls960, wavlm-base-plus) have no CTC head.
             notes.append(f"the checkpoint has no CTC head: lm_head is synthetic (seed {request.seed})")
         config = model.config
-        normalize = _preprocessor_normalizes(request.weights, default=architecture.normalize_waveform)
-        vocabulary = _tokenizer_vocabulary(request.weights, config.vocab_size)
+        normalize = _preprocessor_normalizes(weights, default=architecture.normalize_waveform)
+        vocabulary = _tokenizer_vocabulary(weights, config.vocab_size)
         return _Loaded(
             model=model,
             normalize_waveform=normalize,
             stride=math.prod(config.conv_stride),
             vocabulary=vocabulary,
-            provenance=f"loaded from {request.weights} (transformers {model_class.__name__})",
+            provenance=f"loaded from {weights} (transformers {model_class.__name__})",
             notes=tuple(notes),
         )
 
-    def _from_torchaudio(self, request: BuildRequest[SpeechEncoderArchitecture]) -> _Loaded:
+    def _from_torchaudio(self, request: BuildRequest[SpeechEncoderArchitecture], weights: str) -> _Loaded:
         import torch
 
         architecture = request.variant.architecture
-        state = _read_state_dict(request.weights)
+        state = _read_state_dict(weights)
         head = state.get("aux.weight")
         num_outputs = architecture.vocab_size if head is None else int(head.shape[0])
-        vocabulary = _vocabulary_for_outputs(num_outputs, request.weights)
+        vocabulary = _vocabulary_for_outputs(num_outputs, weights)
         torch.manual_seed(request.seed)
         model = self.torchaudio_model(architecture, num_outputs)
         try:
             missing, unexpected = model.load_state_dict(state, strict=False)
         except RuntimeError as error:
             raise WeightsError(
-                f"state dict {request.weights} does not fit torchaudio {self.name} '{request.variant.name}' "
+                f"state dict {weights} does not fit torchaudio {self.name} '{request.variant.name}' "
                 f"(tensor shapes differ: {str(error).splitlines()[-1].strip()}): choose the variant it was trained as"
             ) from None
         body_missing = [key for key in missing if not key.startswith("aux.")]
         if body_missing or unexpected:
             example = (body_missing or unexpected)[0]
             raise WeightsError(
-                f"state dict {request.weights} does not fit torchaudio {self.name} '{request.variant.name}': "
+                f"state dict {weights} does not fit torchaudio {self.name} '{request.variant.name}': "
                 f"{len(body_missing)} missing and {len(unexpected)} unexpected keys (e.g. {example}): "
                 "choose the variant it was trained as"
             )
@@ -355,7 +356,7 @@ class SpeechEncoderRecipe(Recipe[SpeechEncoderArchitecture]):
             normalize_waveform=architecture.normalize_waveform,
             stride=architecture.stride,
             vocabulary=vocabulary,
-            provenance=f"loaded from {request.weights} (torchaudio state dict, '{request.variant.name}' configuration)",
+            provenance=f"loaded from {weights} (torchaudio state dict, '{request.variant.name}' configuration)",
             notes=notes,
         )
 

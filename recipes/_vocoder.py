@@ -10,6 +10,7 @@ from abc import abstractmethod
 from typing import TYPE_CHECKING, Protocol, cast
 
 from audiodeploy.program.mel import MelSpectrogram
+
 from ._transformers import load_pretrained, refuse_incomplete, transformers_class
 from .registry import Recipe
 from .spec import (
@@ -93,7 +94,7 @@ class VocoderRecipe(Recipe[ArchitectureT]):
     # audio through `mel`, the tiny models keep a waveform SNR of about 25 dB (speecht5-hifigan) to 31 dB (the
     # original HiFi-GAN) on held-out audio, but calibrated on noise mels the original falls to 9 dB: calibrate on
     # real recordings (tests/recipes/test_quantized.py). 25 dB is audible: fp32 stays the default export.
-    int8_schemes = ("int8-static",)
+    int8_schemes: tuple[str, ...] = ("int8-static",)
 
     transformers_model_type: str
     """`model_type` of the family's config.json; weights of another type are refused."""

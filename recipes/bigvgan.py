@@ -52,10 +52,10 @@ from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
-from ._vocoder import audible_synthetic_init
-from .errors import WeightsError, WeightsMismatchError
 from ._checkpoints import first_line
 from ._checkpoints import read_generator_state as shared_read_generator_state
+from ._vocoder import audible_synthetic_init
+from .errors import WeightsError, WeightsMismatchError
 from .hifigan_original import OriginalHifiGanArchitecture, _config_value, load_generator
 from .registry import Recipe, register
 from .spec import WAVEFORM_OUTPUT, BuildRequest, BuiltModel, LengthRange, Variant, mel_input, synthetic_provenance
@@ -140,7 +140,7 @@ class BigVGANArchitecture(OriginalHifiGanArchitecture):
             return str(error)
         return None
 
-    def generator(self) -> BigVGANGenerator:  # type: ignore[override]
+    def generator(self) -> BigVGANGenerator:
         """The generator with plain convolutions (see `BigVGANGenerator.apply_weight_norm`)."""
         from ._bigvgan_generator import BigVGANGenerator
 

@@ -108,7 +108,9 @@ def calibration_files(paths: Iterable[str | os.PathLike[str]]) -> list[Path]:
                 "end); save the audio to a file and give that, or a directory of them"
             )
         else:
-            raise CalibrationError(f"calibration audio {display(path)}: no such file or directory; give audio files or a directory of them")
+            raise CalibrationError(
+                f"calibration audio {display(path)}: no such file or directory; give audio files or a directory of them"
+            )
     if not files:
         raise CalibrationError("no calibration audio given; give audio files or a directory of them")
     return files
@@ -286,4 +288,6 @@ def _mel_inputs(built: BuiltModel, audio: AudioFile) -> tuple[list[tuple[torch.T
         frames = mel(np.resize(audio.read(0, audio.total), needed))[:, : spec.max_length]
         return [(frames.contiguous(),)], True
     windows = _windows(mel.frame_count(audio.total), spec.max_length)
-    return [(torch.from_numpy(mel.frames(audio.read, audio.total, a, b))[None].contiguous(),) for a, b in windows], False
+    return [
+        (torch.from_numpy(mel.frames(audio.read, audio.total, a, b))[None].contiguous(),) for a, b in windows
+    ], False

@@ -6,6 +6,7 @@ as is, without a traceback.
 
 from __future__ import annotations
 
+from audiodeploy.errors import AudiodeployError
 from audiodeploy.program.spec import InputLengthError
 
 __all__ = [
@@ -24,7 +25,7 @@ __all__ = [
 ]
 
 
-class RecipeError(Exception):
+class RecipeError(AudiodeployError):
     """Base class: a request the recipe library cannot satisfy, with a one-line message for the user."""
 
 

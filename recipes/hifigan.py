@@ -15,6 +15,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Literal
 
 from audiodeploy.program.mel import MelSpectrogram
+
 from ._vocoder import VocoderRecipe
 from .errors import WeightsError
 from .registry import register

@@ -30,15 +30,16 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from audiodeploy.program.mel import MelSpectrogram
-from ._vocoder import audible_synthetic_init
+
 from ._checkpoints import check_fits, first_line
 from ._checkpoints import read_generator_state as shared_read_generator_state
+from ._vocoder import audible_synthetic_init
 from .errors import WeightsError
 from .registry import Recipe, register
 from .spec import (
@@ -232,8 +233,8 @@ class OriginalHifiGan(Recipe[OriginalHifiGanArchitecture]):
         V1,
         V2,
         V3,
-        tiny_variant("tiny", V1, 'test size of \'v1\' (resblock "1"): 32 initial channels'),
-        tiny_variant("tiny-v3", V3, 'test size of \'v3\' (resblock "2"): 32 initial channels'),
+        tiny_variant("tiny", V1, "test size of 'v1' (resblock \"1\"): 32 initial channels"),
+        tiny_variant("tiny-v3", V3, "test size of 'v3' (resblock \"2\"): 32 initial channels"),
     )
     sample_rate = 22_050
     input_kind = "mel"

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Generic, TypeVar
 
 from audiodeploy.program.mel import MelSpectrogram
 from audiodeploy.program.vocabulary import CtcVocabulary
+
 from .errors import (
     QuantizationSchemeError,
     RegistrationError,
@@ -235,7 +236,7 @@ _DECLARED_ATTRIBUTES = (
 
 _REGISTRY: dict[str, Recipe[object]] = {}
 
-RecipeClass = TypeVar("RecipeClass", bound=type[Recipe])  # type: ignore[type-arg]
+RecipeClass = TypeVar("RecipeClass", bound=type[Recipe])
 
 
 def register(recipe_class: RecipeClass) -> RecipeClass:

@@ -15,6 +15,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from audiodeploy.program.mel import MelSpectrogram
+
 from ._vocoder import VocoderRecipe
 from .registry import register
 from .spec import InputSpec, Variant, tiny_variant

@@ -45,6 +45,7 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING
 
 from audiodeploy.program.mel import MelSpectrogram
+
 from ._checkpoints import check_fits, first_line, load_payload
 from .errors import WeightsError, WeightsMismatchError
 from .registry import Recipe, register
@@ -354,7 +355,7 @@ def read_config(path: Path) -> VocosArchitecture:
             layer_scale_init_value=_optional_number(
                 "backbone.layer_scale_init_value", backbone.get("layer_scale_init_value")
             ),
-                n_fft=_integer("head.n_fft", _required(head, "head", "n_fft")),
+            n_fft=_integer("head.n_fft", _required(head, "head", "n_fft")),
         )
         # Arguments the original takes twice; the model is built from one of each pair.
         pairs = {

@@ -14,7 +14,9 @@ import soundfile
 OFFLINE = {**os.environ, "HF_ENDPOINT": "http://127.0.0.1:9"}
 
 
-def audiodeploy(*args: str, cwd: Path | None = None, env: dict[str, str] | None = None, **kwargs) -> subprocess.CompletedProcess[str]:
+def audiodeploy(
+    *args: str, cwd: Path | None = None, env: dict[str, str] | None = None, **kwargs
+) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "audiodeploy", *args],
         capture_output=True,
@@ -33,7 +35,9 @@ def assert_clean_error(result: subprocess.CompletedProcess[str], *words: str, st
     lines = [line for line in result.stderr.splitlines() if line.strip()]
     errors = [line for line in lines if line.startswith("error:")]
     assert len(errors) == 1, result.stderr
-    assert all(line.startswith(("error:", "weights:", "note:")) or ": done in " in line for line in lines), result.stderr
+    assert all(line.startswith(("error:", "weights:", "note:")) or ": done in " in line for line in lines), (
+        result.stderr
+    )
     for word in words:
         assert word in errors[0], errors[0]
     return errors[0]

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import functools
-from typing import TYPE_CHECKING, Any, Sequence
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -59,7 +60,9 @@ def lower_and_compare(
     return lowered.report.methods["forward"]
 
 
-def lowered_tiny_recipe(name: str, variant: str = "tiny", source: str | None = None) -> tuple[BuiltModel, LoweredProgram]:
+def lowered_tiny_recipe(
+    name: str, variant: str = "tiny", source: str | None = None
+) -> tuple[BuiltModel, LoweredProgram]:
     """A recipe's tiny variant built with seed 0 and lowered in fp32 with audiodeploy's defaults, once per session.
 
     Several test files assert different things about this same program (every GEMM delegated, the recipe's own

@@ -40,7 +40,10 @@ def test_vocoder_run_on_a_mel_writes_a_wav_of_the_expected_length(vocoder_model,
     sidecar = json.loads(vocoder_model.with_suffix(".json").read_text())
     spec = sidecar["model"]["input"]
     frames = 20
-    np.save(tmp_path / "mel.npy", np.random.default_rng(0).standard_normal((frames, spec["feature_size"])).astype(np.float32))
+    np.save(
+        tmp_path / "mel.npy",
+        np.random.default_rng(0).standard_normal((frames, spec["feature_size"])).astype(np.float32),
+    )
     result = audiodeploy("run", str(vocoder_model), str(tmp_path / "mel.npy"), "-o", str(tmp_path / "out.wav"))
     assert result.returncode == 0, result.stderr
     audio, rate = soundfile.read(str(tmp_path / "out.wav"))
@@ -73,14 +76,17 @@ def test_unknown_variant(tmp_path):
 
 def test_unwritable_output_path(tmp_path):
     assert_clean_error(
-        audiodeploy("export", "wav2vec2", "--variant", "tiny", "-o", str(tmp_path / "missing" / "x.pte")), "does not exist"
+        audiodeploy("export", "wav2vec2", "--variant", "tiny", "-o", str(tmp_path / "missing" / "x.pte")),
+        "does not exist",
     )
 
 
 def test_weights_directory_of_another_model(tmp_path):
     from transformers import BertConfig
 
-    BertConfig(hidden_size=8, num_hidden_layers=1, num_attention_heads=2, intermediate_size=8).save_pretrained(tmp_path / "bert")
+    BertConfig(hidden_size=8, num_hidden_layers=1, num_attention_heads=2, intermediate_size=8).save_pretrained(
+        tmp_path / "bert"
+    )
     result = audiodeploy("export", "wav2vec2", "--weights", str(tmp_path / "bert"), "-o", str(tmp_path / "x.pte"))
     assert_clean_error(result, "bert")
     assert not (tmp_path / "x.pte").exists()
@@ -115,7 +121,9 @@ def test_corrupt_program(asr_model, tmp_path):
     broken = tmp_path / "w.pte"
     broken.write_bytes(asr_model.read_bytes()[:1000])
     (tmp_path / "w.json").write_text(asr_model.with_suffix(".json").read_text())
-    assert_clean_error(audiodeploy("run", str(broken), str(write_tone(tmp_path / "a.wav", 1.0))), "truncated", "export it again")
+    assert_clean_error(
+        audiodeploy("run", str(broken), str(write_tone(tmp_path / "a.wav", 1.0))), "truncated", "export it again"
+    )
     assert_clean_error(audiodeploy("inspect", str(broken)), "truncated")
 
 
@@ -126,7 +134,9 @@ def test_foreign_file_as_program(tmp_path):
 
 
 def test_an_int8_export_records_its_scheme_and_fidelity(tmp_path):
-    result = audiodeploy("export", "wav2vec2", "--variant", "tiny", "--seconds", "0.5", "--quantize", "int8-dynamic", cwd=tmp_path)
+    result = audiodeploy(
+        "export", "wav2vec2", "--variant", "tiny", "--seconds", "0.5", "--quantize", "int8-dynamic", cwd=tmp_path
+    )
     assert result.returncode == 0, result.stderr
     sidecar = json.loads((tmp_path / "wav2vec2-tiny-int8-dynamic.json").read_text())
     quantization = sidecar["lowering"]["quantization"]
@@ -148,6 +158,8 @@ def test_int8_options_that_do_not_go_together_are_refused_before_any_work(tmp_pa
         assert_clean_error(result, *words)
         assert "building" not in result.stderr
     assert_clean_error(
-        audiodeploy("export", "univnet", "--variant", "tiny", "--quantize", "int8-static", "-o", str(tmp_path / "x.pte")),
+        audiodeploy(
+            "export", "univnet", "--variant", "tiny", "--quantize", "int8-static", "-o", str(tmp_path / "x.pte")
+        ),
         "cannot be quantized",
     )

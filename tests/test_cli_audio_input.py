@@ -33,13 +33,18 @@ def run_measured(tmp_path: Path, *args: str) -> tuple[subprocess.CompletedProces
     start = time.monotonic()
     result = subprocess.run(
         [sys.executable, "-c", _PEAK_OF_CHILD, str(peak_file), *args],
-        capture_output=True, text=True, timeout=600, env=OFFLINE,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=OFFLINE,
     )
     return result, int(peak_file.read_text()) * 1024, time.monotonic() - start
 
 
 def tone(path: Path, seconds: float, rate: int) -> Path:
-    soundfile.write(str(path), (0.3 * np.sin(np.arange(int(seconds * rate)) * 0.05)).astype(np.float32), rate, subtype="PCM_16")
+    soundfile.write(
+        str(path), (0.3 * np.sin(np.arange(int(seconds * rate)) * 0.05)).astype(np.float32), rate, subtype="PCM_16"
+    )
     return path
 
 
@@ -75,7 +80,10 @@ def test_a_header_rate_no_audio_has_is_one_line_before_any_work(asr_model, tmp_p
 def run_with_timeout(*args: str, seconds: float = 120) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         ["bash", "-c", f"{shlex.quote(sys.executable)} -m audiodeploy {' '.join(args)}"],
-        capture_output=True, text=True, timeout=seconds, env=OFFLINE,
+        capture_output=True,
+        text=True,
+        timeout=seconds,
+        env=OFFLINE,
     )
 
 
@@ -85,7 +93,9 @@ def test_a_fifo_is_refused_at_once_instead_of_waiting_for_a_writer(asr_model, vo
     result = run_with_timeout("run", shlex.quote(str(asr_model)), shlex.quote(str(tmp_path / "in.wav")))
     assert_clean_error(result, "in.wav is a pipe", "save it to a file first", status=2)
     out = tmp_path / "out.wav"
-    result = run_with_timeout("run", shlex.quote(str(vocoder_model)), shlex.quote(str(tmp_path / "mel.npy")), "-o", shlex.quote(str(out)))
+    result = run_with_timeout(
+        "run", shlex.quote(str(vocoder_model)), shlex.quote(str(tmp_path / "mel.npy")), "-o", shlex.quote(str(out))
+    )
     assert_clean_error(result, "mel.npy is not a regular file", "save the mel to a file", status=2)
     assert not out.exists()
 
@@ -103,14 +113,18 @@ def test_a_wav_header_counting_50_samples_of_6_s_is_one_line(asr_model, tmp_path
     struct.pack_into("<I", data, data.index(b"data") + 4, 100)
     wav.write_bytes(bytes(data))
     result = audiodeploy("run", str(asr_model), str(wav))
-    assert_clean_error(result, "the header says 50 samples but the file holds 6.00 s", "ffmpeg -ignore_length 1", status=2)
+    assert_clean_error(
+        result, "the header says 50 samples but the file holds 6.00 s", "ffmpeg -ignore_length 1", status=2
+    )
 
 
 @pytest.fixture
 def one_mib_disk(tmp_path):
     disk = tmp_path / "small"
     disk.mkdir()
-    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(disk)], capture_output=True, text=True)
+    mounted = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(disk)], capture_output=True, text=True
+    )
     if mounted.returncode != 0:
         pytest.skip(f"cannot mount a 1 MiB tmpfs here (needs root): {mounted.stderr.strip()}")
     try:
@@ -119,7 +133,9 @@ def one_mib_disk(tmp_path):
         subprocess.run(["umount", str(disk)], check=True)
 
 
-def test_a_full_disk_while_streaming_a_vocoded_wav_is_one_line_and_keeps_the_previous_file(vocoder_model, tmp_path, one_mib_disk):
+def test_a_full_disk_while_streaming_a_vocoded_wav_is_one_line_and_keeps_the_previous_file(
+    vocoder_model, tmp_path, one_mib_disk
+):
     mel = tmp_path / "mel5k.npy"
     # 5000 frames of 256 samples at 16 bits: 2.4 MiB of wav for a 1 MiB disk.
     np.save(mel, np.random.default_rng(0).standard_normal((5000, 80)).astype(np.float32) - 4)

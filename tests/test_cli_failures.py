@@ -66,10 +66,16 @@ def test_help_list_and_usage_mistakes_import_neither_torch_nor_a_model_library()
     """What makes them answer at once (under a second): they never load the heavy libraries."""
     for args in (("--help",), ("list",), ("export", "--help"), ("export", "wav2vec2", "--bogus")):
         result = subprocess.run(
-            [sys.executable, "-X", "importtime", "-m", "audiodeploy", *args], capture_output=True, text=True, env=OFFLINE
+            [sys.executable, "-X", "importtime", "-m", "audiodeploy", *args],
+            capture_output=True,
+            text=True,
+            env=OFFLINE,
         )
         imported = {line.split("|")[-1].strip().split(".")[0] for line in result.stderr.splitlines() if "|" in line}
-        assert not imported & {"torch", "executorch", "transformers", "torchaudio"}, (args, imported & {"torch", "transformers"})
+        assert not imported & {"torch", "executorch", "transformers", "torchaudio"}, (
+            args,
+            imported & {"torch", "transformers"},
+        )
 
 
 # --- interruptions -----------------------------------------------------------------------------------------------
@@ -81,7 +87,10 @@ def test_a_signal_during_export_leaves_the_previous_program_and_no_temporary_fil
     before = snapshot(directory)
     process = subprocess.Popen(
         [sys.executable, "-m", "audiodeploy", *TINY_EXPORT, "-o", str(previous_pair)],
-        stderr=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=OFFLINE,
+        stderr=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        env=OFFLINE,
     )
     for line in process.stderr:  # the model is built: the lowering is under way
         if line.startswith("weights:"):
@@ -139,13 +148,28 @@ def small_disk(tmp_path):
 
 def test_a_write_that_fails_on_a_full_disk_leaves_the_previous_program(asr_model, small_disk):
     pair = asr_model.stat().st_size + asr_model.with_suffix(".json").stat().st_size
-    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={pair * 3 // 2}", "tmpfs", str(small_disk)], capture_output=True, text=True)
+    mounted = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", f"size={pair * 3 // 2}", "tmpfs", str(small_disk)],
+        capture_output=True,
+        text=True,
+    )
     if mounted.returncode != 0:
         pytest.skip(f"cannot mount a small tmpfs here to fill ({mounted.stderr.strip()})")
     shutil.copy(asr_model, small_disk / "model.pte")
     shutil.copy(asr_model.with_suffix(".json"), small_disk / "model.json")
     before = snapshot(small_disk)
-    result = audiodeploy("export", "wav2vec2", "--variant", "tiny", "--min-seconds", "0.5", "--max-seconds", "2", "-o", str(small_disk / "model.pte"))
+    result = audiodeploy(
+        "export",
+        "wav2vec2",
+        "--variant",
+        "tiny",
+        "--min-seconds",
+        "0.5",
+        "--max-seconds",
+        "2",
+        "-o",
+        str(small_disk / "model.pte"),
+    )
     assert_clean_error(result, "model.pte", "No space left on device", "unchanged", status=1)
     assert snapshot(small_disk) == before
 
@@ -189,7 +213,9 @@ def test_export_refuses_a_program_name_its_sidecar_would_overwrite(tmp_path):
     assert list(tmp_path.iterdir()) == []
 
 
-@pytest.mark.parametrize("output, words", [("model.pte", "the program"), ("model.json", "sidecar"), ("speech.wav", "the input")])
+@pytest.mark.parametrize(
+    "output, words", [("model.pte", "the program"), ("model.json", "sidecar"), ("speech.wav", "the input")]
+)
 def test_run_refuses_an_output_that_would_overwrite_its_own_inputs(previous_pair, output, words):
     directory = previous_pair.parent
     write_tone(directory / "speech.wav", 0.5, sample_rate=16000, channels=1)
@@ -200,7 +226,9 @@ def test_run_refuses_an_output_that_would_overwrite_its_own_inputs(previous_pair
 
 
 def test_bench_refuses_the_same_file_for_json_and_plot(tmp_path):
-    result = audiodeploy("bench", "wav2vec2", "--variant", "tiny", "--json", str(tmp_path / "r"), "--plot", str(tmp_path / "r"))
+    result = audiodeploy(
+        "bench", "wav2vec2", "--variant", "tiny", "--json", str(tmp_path / "r"), "--plot", str(tmp_path / "r")
+    )
     assert_clean_error(result, "would overwrite")
 
 
@@ -259,6 +287,8 @@ def test_export_says_what_it_folded_in_one_line_and_every_fold_with_verbose(tmp_
 
 def test_a_hub_id_without_a_network_fails_once_in_one_line(tmp_path):
     start = time.monotonic()
-    result = audiodeploy("export", "wav2vec2", "--weights", "facebook/wav2vec2-base-960h", "-o", str(tmp_path / "w.pte"))
+    result = audiodeploy(
+        "export", "wav2vec2", "--weights", "facebook/wav2vec2-base-960h", "-o", str(tmp_path / "w.pte")
+    )
     assert_clean_error(result, "facebook/wav2vec2-base-960h", "cannot be reached")
     assert time.monotonic() - start < 60

@@ -108,7 +108,9 @@ def test_export_hifigan_names_an_unreadable_generator_checkpoint(tmp_path, conte
     marker = tmp_path / "ran"
     checkpoint = tmp_path / "generator.pt"
     checkpoint.write_bytes(pickle.dumps(_RunsCode(marker), protocol=2) if content is None else content)
-    result = audiodeploy("export", "hifigan", "--variant", "tiny-v3", "--weights", str(checkpoint), "-o", str(tmp_path / "h.pte"))
+    result = audiodeploy(
+        "export", "hifigan", "--variant", "tiny-v3", "--weights", str(checkpoint), "-o", str(tmp_path / "h.pte")
+    )
     assert_clean_error(result, "generator.pt", *words)
     _assert_no_unsafe_advice(result)
     assert not marker.exists()
@@ -124,7 +126,9 @@ def test_a_config_json_of_other_sizes_names_the_parameters_that_differ(pretraine
     config["intermediate_size"] *= 2
     (weights / "config.json").write_text(json.dumps(config))
     result = audiodeploy(*TINY_WAV2VEC2, "--weights", str(weights), "-o", str(tmp_path / "w.pte"))
-    line = assert_clean_error(result, "do not fit their config.json", "the config.json beside the weights must be the one")
+    line = assert_clean_error(
+        result, "do not fit their config.json", "the config.json beside the weights must be the one"
+    )
     half, full = config["intermediate_size"] // 2, config["intermediate_size"]
     assert f"intermediate_dense.bias is ({half},) in the checkpoint, ({full},) in the model" in line
     assert line.count(" in the checkpoint") <= 3 and "more)" in line  # a few, not all six

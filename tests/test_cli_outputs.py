@@ -61,7 +61,9 @@ def dead_pid() -> int:
 # --- a character device ------------------------------------------------------------------------------------------
 
 
-def test_run_writes_a_transcript_through_a_character_device_and_keeps_the_node(asr_model, speech, tmp_path, private_tmp):
+def test_run_writes_a_transcript_through_a_character_device_and_keeps_the_node(
+    asr_model, speech, tmp_path, private_tmp
+):
     node = null_device(tmp_path / "n")
     result = audiodeploy("run", str(asr_model), str(speech), "-o", str(node), env=private_tmp[1])
     assert result.returncode == 0, result.stderr
@@ -71,7 +73,9 @@ def test_run_writes_a_transcript_through_a_character_device_and_keeps_the_node(a
     assert names(private_tmp[0]) == []
 
 
-def test_run_streams_a_wav_through_a_character_device_and_leaves_no_temporary(vocoder_model, mel, tmp_path, private_tmp):
+def test_run_streams_a_wav_through_a_character_device_and_leaves_no_temporary(
+    vocoder_model, mel, tmp_path, private_tmp
+):
     node = null_device(tmp_path / "n")
     result = audiodeploy("run", str(vocoder_model), str(mel), "-o", str(node), env=private_tmp[1])
     assert result.returncode == 0, result.stderr

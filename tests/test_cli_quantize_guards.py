@@ -117,13 +117,16 @@ def test_int8_under_the_fidelity_floor_is_an_error_with_strict_and_nothing_is_wr
     snr = float(re.search(r"output SNR (-?[\d.]+) dB", line).group(1))
     assert snr < FLOOR_DB
     # The first file's two windows (1 s through a 0.5 s program) reached the limit; the note says so.
-    assert "note: calibrating on 2 inputs from 1 of the 3 calibration files (--calibrate-limit 2); the other 2 were" in (
-        result.stderr
+    assert (
+        "note: calibrating on 2 inputs from 1 of the 3 calibration files (--calibrate-limit 2); the other 2 were"
+        in (result.stderr)
     )
     assert snapshot(tmp_path) == before
 
 
-def test_int8_under_the_fidelity_floor_warns_and_the_sidecar_keeps_it_and_sensitivity_shows_progress(tmp_path, silent_dir):
+def test_int8_under_the_fidelity_floor_warns_and_the_sidecar_keeps_it_and_sensitivity_shows_progress(
+    tmp_path, silent_dir
+):
     result = audiodeploy("export", *TINY_ENCODER, "--calibrate", str(silent_dir / "silence0.wav"), "--sensitivity", "-o",
                          "w.pte", cwd=tmp_path)  # fmt: skip
     assert result.returncode == 0, result.stderr

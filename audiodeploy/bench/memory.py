@@ -42,7 +42,7 @@ class PeakResident:
             if now is not None and (self.peak is None or now > self.peak):
                 self.peak = now
 
-    def __enter__(self) -> "PeakResident":
+    def __enter__(self) -> PeakResident:
         self.before = resident_bytes()
         self.peak = self.before
         if self.before is not None:

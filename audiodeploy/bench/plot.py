@@ -93,7 +93,9 @@ def _bars(plt, record: dict[str, Any], case: dict[str, Any], names: list[str]):
     ax.barh(positions, medians, color=[COLORS.get(n, "#777777") for n in names], height=0.6)
     for y, f in zip(positions, figures):
         ax.plot([f["min_s"] * 1e3, f["p90_s"] * 1e3], [y, y], color="black", linewidth=1)
-    ax.set_yticks(positions, [record["runtimes"][n]["label"] if len(record["runtimes"][n]["label"]) < 40 else n for n in names])
+    ax.set_yticks(
+        positions, [record["runtimes"][n]["label"] if len(record["runtimes"][n]["label"]) < 40 else n for n in names]
+    )
     if _spread(medians):
         ax.set_xscale("log")
     ax.set_xlim(right=max(f["p90_s"] * 1e3 for f in figures) * (8 if _spread(medians) else 1.45))
@@ -122,7 +124,9 @@ def _lines(plt, record: dict[str, Any], cases: list[dict[str, Any]], names: list
         everything += medians
         color = COLORS.get(name, "#777777")
         ax.plot(xs, medians, marker="o", color=color, label=name)
-        ax.fill_between(xs, [f["min_s"] * 1e3 for f in latency], [f["p90_s"] * 1e3 for f in latency], color=color, alpha=0.15)
+        ax.fill_between(
+            xs, [f["min_s"] * 1e3 for f in latency], [f["p90_s"] * 1e3 for f in latency], color=color, alpha=0.15
+        )
         for x, m in zip(xs, medians):
             ax.annotate(_label(m), (x, m), textcoords="offset points", xytext=(4, 4), fontsize=8, color=color)
     if _spread(everything):

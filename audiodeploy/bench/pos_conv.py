@@ -67,7 +67,9 @@ class PosConvShape:
         if small:
             raise BenchError(f"{', '.join(small)}: pos-conv sizes must be at least 1")
         if self.channels % self.groups:
-            raise BenchError(f"--channels {self.channels} is not divisible by --groups {self.groups}; give a multiple of it")
+            raise BenchError(
+                f"--channels {self.channels} is not divisible by --groups {self.groups}; give a multiple of it"
+            )
 
     def describe(self) -> str:
         """The module as PyTorch writes it."""
@@ -123,7 +125,10 @@ def format_table(record: dict[str, Any]) -> str:
     the max abs diff vs eager PyTorch on this machine; then how much faster audiodeploy's lowering ran."""
     target = record["target"]
     (case,) = record["cases"]
-    lines = [heading(f"{target['module']} on {tuple(case['input_shape'])} fp32, {target['gflop']:.3g} GFLOP", record), ""]
+    lines = [
+        heading(f"{target['module']} on {tuple(case['input_shape'])} fp32, {target['gflop']:.3g} GFLOP", record),
+        "",
+    ]
     rows = [["lowering", "delegates", "ops on portable kernels", "median latency", "runs", "max abs diff vs eager"]]
     for name, info in record["runtimes"].items():
         figures = case["runtimes"][name]

@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from audiodeploy._files import atomic_write_text
+from audiodeploy.errors import AudiodeployError
 
 SCHEMA = "audiodeploy.bench/1"
 
@@ -68,7 +69,7 @@ OPTIONAL_CASE_FIGURES = ("snr_db_vs_eager", "argmax_agreement_vs_eager")
 LATENCY_FIGURES = ("runs", "warmup", "median_s", "p90_s", "min_s", "max_s", "mean_s", "samples_s")
 
 
-class SchemaError(ValueError):
+class SchemaError(AudiodeployError, ValueError):
     """A record that does not follow ``audiodeploy.bench/1``."""
 
 
@@ -84,7 +85,9 @@ def validate(record: dict[str, Any]) -> dict[str, Any]:
     names = set(record["runtimes"])
     for case in record["cases"]:
         if set(case["runtimes"]) != names:
-            raise SchemaError(f"case {case.get('seconds')} s measured {sorted(case['runtimes'])}, runtimes are {sorted(names)}")
+            raise SchemaError(
+                f"case {case.get('seconds')} s measured {sorted(case['runtimes'])}, runtimes are {sorted(names)}"
+            )
         for name, figures in case["runtimes"].items():
             missing = [k for k in CASE_FIGURES if k not in figures] + [
                 f"latency.{k}" for k in LATENCY_FIGURES if k not in figures.get("latency", {})
@@ -97,11 +100,15 @@ def validate(record: dict[str, Any]) -> dict[str, Any]:
                     raise SchemaError(f"{name} at {case['seconds']} s: {key} should be a number or null, not {value!r}")
             agreement = figures.get("argmax_agreement_vs_eager")
             if agreement is not None and not 0.0 <= agreement <= 1.0:
-                raise SchemaError(f"{name} at {case['seconds']} s: argmax_agreement_vs_eager {agreement} is not in [0, 1]")
+                raise SchemaError(
+                    f"{name} at {case['seconds']} s: argmax_agreement_vs_eager {agreement} is not in [0, 1]"
+                )
         baseline = record["baseline"]
         expected = {f"{baseline}/{n}" for n in names if n != baseline} if baseline else set()
         if set(case["ratios"]) != expected:
-            raise SchemaError(f"case {case['seconds']} s has ratios {sorted(case['ratios'])}, expected {sorted(expected)}")
+            raise SchemaError(
+                f"case {case['seconds']} s has ratios {sorted(case['ratios'])}, expected {sorted(expected)}"
+            )
     return record
 
 
@@ -216,32 +223,49 @@ def format_table(record: dict[str, Any]) -> str:
     )
     lines = [heading(what, record)]
     for name, info in record["runtimes"].items():
-        extra = f"; {info['delegates']} delegate(s), outside: {ops(info['ops_outside_delegates'])}" if info["delegates"] is not None else ""
+        extra = (
+            f"; {info['delegates']} delegate(s), outside: {ops(info['ops_outside_delegates'])}"
+            if info["delegates"] is not None
+            else ""
+        )
         prepared = f"; prepared in {info['prepare_s']:.1f} s" if info["prepare_s"] is not None else ""
         lines.append(f"  {name}: {info['label']}, {size(info['program_bytes'])}{prepared}{extra}")
     for case in record["cases"]:
         audio = f": {case['audio_seconds']:.2f} s of audio" if case["audio_seconds"] else ""
         lines += ["", f"input {tuple(case['input_shape'])}{audio}"]
-        header = ["runtime", "load", "median", "p90", "min", "runs", "RTF", "peak mem", "max diff", f"{baseline}/this" if baseline else ""]
+        header = [
+            "runtime",
+            "load",
+            "median",
+            "p90",
+            "min",
+            "runs",
+            "RTF",
+            "peak mem",
+            "max diff",
+            f"{baseline}/this" if baseline else "",
+        ]
         fidelity = _fidelity_columns(case)
         header[9:9] = [title for title, _ in fidelity]
         rows = [header]
         for name, figures in case["runtimes"].items():
             latency = figures["latency"]
             key = f"{baseline}/{name}"
-            rows.append([
-                name,
-                ms(figures["load_s"]),
-                ms(latency["median_s"]),
-                ms(latency["p90_s"]),
-                ms(latency["min_s"]),
-                f"{latency['runs']}+{latency['warmup']}",
-                "–" if figures["rtf"] is None else f"{figures['rtf']:.3f}",
-                size(figures["peak_rss_bytes"]),
-                "–" if figures["max_abs_diff_vs_eager"] is None else f"{figures['max_abs_diff_vs_eager']:.1e}",
-                *(show(figures.get(key)) for _, (key, show) in fidelity),
-                ratio_words(case["ratios"][key], baseline) if key in case["ratios"] else "",
-            ])
+            rows.append(
+                [
+                    name,
+                    ms(figures["load_s"]),
+                    ms(latency["median_s"]),
+                    ms(latency["p90_s"]),
+                    ms(latency["min_s"]),
+                    f"{latency['runs']}+{latency['warmup']}",
+                    "–" if figures["rtf"] is None else f"{figures['rtf']:.3f}",
+                    size(figures["peak_rss_bytes"]),
+                    "–" if figures["max_abs_diff_vs_eager"] is None else f"{figures['max_abs_diff_vs_eager']:.1e}",
+                    *(show(figures.get(key)) for _, (key, show) in fidelity),
+                    ratio_words(case["ratios"][key], baseline) if key in case["ratios"] else "",
+                ]
+            )
         lines += aligned(rows)
         notes = [f"{name}: {note}" for name, figures in case["runtimes"].items() for note in figures["notes"]]
         lines += [f"  note: {n}" for n in notes]

@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import math
 import os
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Sequence
 
 import torch
 
@@ -25,11 +25,11 @@ from audiodeploy.bench.pos_conv import PosConvShape
 from audiodeploy.bench.results import MEMORY_NOTE, RATIOS_NOTE, SCHEMA, validate
 from audiodeploy.bench.runtimes import (
     COMPARABLE,
-    int8_scheme,
     EagerRuntime,
     OnnxRuntime,
     Runtime,
     export_onnx,
+    int8_scheme,
     lower_module,
     pte_runtime,
     require_onnxruntime,
@@ -131,7 +131,9 @@ def _check_threads(threads: int | None, device_kind: str) -> None:
             if device_kind in ("adb", "ssh")
             else f"{THREADS_PER_CPU} per CPU, {os.cpu_count() or 1} CPU(s) here"
         )
-        raise BenchError(f"--threads {threads} is more than {limit} ({why}); give at most {limit}, or leave it out for ExecuTorch's default")
+        raise BenchError(
+            f"--threads {threads} is more than {limit} ({why}); give at most {limit}, or leave it out for ExecuTorch's default"
+        )
 
 
 def _check_pos_conv(request: BenchRequest) -> None:
@@ -158,7 +160,9 @@ def check(request: BenchRequest) -> None:
         raise BenchError("--runs and --stock-runs must be at least 1, --warmup and --stock-warmup at least 0")
     kind, _ = parse_device(request.device)
     _check_threads(request.threads, kind)
-    if request.seconds is not None and (not request.seconds or any(not (s > 0 and math.isfinite(s)) for s in request.seconds)):
+    if request.seconds is not None and (
+        not request.seconds or any(not (s > 0 and math.isfinite(s)) for s in request.seconds)
+    ):
         raise BenchError("--seconds takes positive durations in seconds")
     unknown = [n for n in request.compare if n not in COMPARABLE]
     if unknown:
@@ -166,12 +170,18 @@ def check(request: BenchRequest) -> None:
     if request.target == pos_conv.TARGET:
         _check_pos_conv(request)
     elif request.pos_conv is not None:
-        raise BenchError(f"--channels, --kernel, --groups and --length size the {pos_conv.TARGET} target only; drop them for {request.target}")
+        raise BenchError(
+            f"--channels, --kernel, --groups and --length size the {pos_conv.TARGET} target only; drop them for {request.target}"
+        )
     if is_pte_target(request.target):
         if not Path(request.target).is_file():
-            raise BenchError(f"{request.target}: no such file; give a .pte written by `audiodeploy export`, or a recipe name")
+            raise BenchError(
+                f"{request.target}: no such file; give a .pte written by `audiodeploy export`, or a recipe name"
+            )
         if request.compare:
-            raise BenchError("--compare needs a recipe target: a .pte holds no PyTorch module to lower the stock way, run eagerly or export to ONNX")
+            raise BenchError(
+                "--compare needs a recipe target: a .pte holds no PyTorch module to lower the stock way, run eagerly or export to ONNX"
+            )
         if any(v is not None for v in (request.variant, request.source, request.weights)):
             raise BenchError("--variant, --source and --weights apply to recipes, not to a .pte")
     if kind != "adb" and request.runner is not None:
@@ -179,7 +189,9 @@ def check(request: BenchRequest) -> None:
     if kind in ("adb", "ssh"):
         off_device = [n for n in request.compare if n in _OFF_DEVICE]
         if off_device:
-            raise BenchError(f"--device {kind} runs ExecuTorch programs only: drop {', '.join(off_device)} from --compare, or use --device local")
+            raise BenchError(
+                f"--device {kind} runs ExecuTorch programs only: drop {', '.join(off_device)} from --compare, or use --device local"
+            )
     if kind == "qemu-aarch64":
         off_device = [n for n in request.compare if n in _OFF_DEVICE]
         if off_device:
@@ -264,7 +276,9 @@ def _recipe_cases(request: BenchRequest, transport, threads: int | None, log: Lo
     # The program a user gets from `audiodeploy export`, widened to every length measured.
     length_range = LengthRange(min(default.min_seconds, seconds[0]), max(default.max_seconds, seconds[-1]))
     log(f"building {recipe.name} {variant}")
-    built = recipe.build(variant=variant, source=request.source, weights=request.weights, seed=request.seed, length_range=length_range)
+    built = recipe.build(
+        variant=variant, source=request.source, weights=request.weights, seed=request.seed, length_range=length_range
+    )
     module = built.module
     target = {
         "kind": "recipe",
@@ -284,7 +298,9 @@ def _recipe_cases(request: BenchRequest, transport, threads: int | None, log: Lo
         inputs = built.random_inputs(length, seed=request.seed + 1)
         with torch.no_grad():
             expected = module(*inputs)
-        cases.append(_Case(s, length, inputs, built.input.seconds(length), expected, ctc=built.output.kind == "ctc-logits"))
+        cases.append(
+            _Case(s, length, inputs, built.input.seconds(length), expected, ctc=built.output.kind == "ctc-logits")
+        )
 
     names = ("audiodeploy", *request.compare)
     keep_fp32 = recipe.default_keep_fp32(built.source, built.variant)
@@ -348,7 +364,9 @@ def _pos_conv_cases(request: BenchRequest, transport, log: Log):
         log(f"lowering {name}: {pos_conv.LABELS[name]}, {shape.describe()} on {tuple(x.shape)}")
         runtimes.append(lower_module(name, model, (x,), None, fold=name == "audiodeploy"))
     # Fixed-length programs: a runner that needs one program per length runs these as they are.
-    case = _Case(None, shape.length, (x,), None, expected, runtimes=list(runtimes) if transport.programs_per_length else [])
+    case = _Case(
+        None, shape.length, (x,), None, expected, runtimes=list(runtimes) if transport.programs_per_length else []
+    )
     return pos_conv.target_record(shape, model), runtimes, [case]
 
 
@@ -383,9 +401,13 @@ def _pte_cases(request: BenchRequest, transport, log: Log):
     cases = []
     if transport.programs_per_length or spec is None:
         # The phone's runner (and a program without a sidecar) runs at the upper bound.
-        length = upper_shape[spec.length_axis] if spec else None
-        audio = spec.seconds(length) if spec else None
-        if request.seconds is not None and (audio is None or any(abs(s - audio) > 0.5 / (spec.sample_rate / spec.samples_per_step) for s in request.seconds)):
+        length = int(upper_shape[spec.length_axis]) if spec else None
+        audio = spec.seconds(length) if spec and length is not None else None
+        if request.seconds is not None and (
+            spec is None
+            or audio is None
+            or any(abs(s - audio) > 0.5 / (spec.sample_rate / spec.samples_per_step) for s in request.seconds)
+        ):
             have = f"{audio:g} s" if audio is not None else f"shape {upper_shape}"
             raise BenchError(
                 f"{path} runs at its upper bound ({have}) here; export it for the length to measure "
@@ -409,7 +431,9 @@ def _pte_cases(request: BenchRequest, transport, log: Log):
 
 def _counts(request: BenchRequest, names: Sequence[str]) -> dict[str, RunCounts]:
     return {
-        n: RunCounts(request.stock_runs, request.stock_warmup) if n == "stock" else RunCounts(request.runs, request.warmup)
+        n: RunCounts(request.stock_runs, request.stock_warmup)
+        if n == "stock"
+        else RunCounts(request.runs, request.warmup)
         for n in names
     }
 
@@ -474,7 +498,9 @@ def _case_record(case: _Case, measured: dict[str, Measurement], baseline: str | 
         diff = snr = agreement = None
         if case.expected is not None and m.output is not None:
             if tuple(m.output.shape) != tuple(case.expected.shape):
-                raise BenchError(f"{name}: output shape {tuple(m.output.shape)}, eager PyTorch gives {tuple(case.expected.shape)}")
+                raise BenchError(
+                    f"{name}: output shape {tuple(m.output.shape)}, eager PyTorch gives {tuple(case.expected.shape)}"
+                )
             diff = float((m.output.float() - case.expected.float()).abs().max())
             snr = output_snr_db(case.expected, m.output)
             if case.ctc:

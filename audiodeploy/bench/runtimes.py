@@ -23,9 +23,10 @@ import io
 import logging
 import time
 from abc import ABC, abstractmethod
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import torch
 
@@ -44,11 +45,13 @@ LABELS = {
     "onnxruntime-int8": "ONNX Runtime int8 (quantize_dynamic, QInt8)",
 }
 
+
 def int8_scheme(int8_schemes: Sequence[str]) -> str:
     """What ``audiodeploy-int8`` lowers a recipe with: the first of its schemes (``Recipe.int8_schemes``), so
     int8-dynamic for the speech encoders and int8-static for the vocoders, which calibrates on generated signals
     here; int8-dynamic for a recipe that takes none (its check then refuses it)."""
     return int8_schemes[0] if int8_schemes else "int8-dynamic"
+
 
 BENCH_EXTRA_HINT = "pip install -e '.[bench]'"
 
@@ -96,7 +99,7 @@ class Runtime(ABC):
     def run(self, inputs: Sequence[torch.Tensor]) -> torch.Tensor:
         """Run once on ``inputs``; the first output as a tensor."""
 
-    def unload(self) -> None:
+    def unload(self) -> None:  # noqa: B027 (a hook: most runtimes have nothing to free)
         """Free what ``load()`` allocated."""
 
 
@@ -112,8 +115,8 @@ class ExecuTorchRuntime(Runtime):
         self.info = info
         self.buffer = buffer  # the runtime reads from these bytes: they live as long as the method
         self.origin = origin
-        self._program = None
-        self._method = None
+        self._program: Any = None  # audiodeploy.runtime.Program once loaded (imported with the runtime)
+        self._method: Any = None  # executorch's LoadedMethod
 
     def load(self) -> None:
         from audiodeploy.runtime.program import Program, ProgramLoadError
@@ -294,7 +297,9 @@ class OnnxRuntime(Runtime):
         start = time.perf_counter()
         if int8:
             model = quantize_onnx_dynamic(model)
-            notes.append("onnxruntime.quantization.quantize_dynamic(weight_type=QInt8), its defaults (per-tensor weights)")
+            notes.append(
+                "onnxruntime.quantization.quantize_dynamic(weight_type=QInt8), its defaults (per-tensor weights)"
+            )
         self.model: bytes | None = model
         prepare_s = exported.export_s + time.perf_counter() - start
         self.info = RuntimeInfo(
@@ -305,7 +310,7 @@ class OnnxRuntime(Runtime):
             prepare_s=prepare_s,
             notes=notes,
         )
-        self._session = None
+        self._session: Any = None  # an onnxruntime.InferenceSession once loaded
         self._input_names: list[str] = []
 
     def load(self) -> None:

@@ -16,8 +16,8 @@ import shlex
 import statistics
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 
 @dataclass
@@ -42,10 +42,6 @@ class Timing:
     @property
     def median(self) -> float:
         return statistics.median(self.seconds)
-
-    @property
-    def p90(self) -> float:
-        return percentile(self.seconds, 90)
 
     def to_dict(self) -> dict:
         return latency_dict(self.seconds, self.warmup)
@@ -140,8 +136,8 @@ def set_threads(threads: int | None) -> int:
     ``None`` keeps ExecuTorch's threadpool size (one thread per performant core).
     Call it before any program is loaded: the threadpool is reset only then.
     """
-    from executorch.extension.pybindings import portable_lib
     import torch
+    from executorch.extension.pybindings import portable_lib
 
     from audiodeploy.runtime.program import runtime_log
 
@@ -164,7 +160,7 @@ def machine_info(threads: int | None, command: str | None = None) -> dict:
             return None
 
     return {
-        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
         "command": command or shlex.join([os.path.basename(sys.executable), *sys.argv]),
         "platform": platform.platform(),
         "machine": platform.machine(),
@@ -194,7 +190,10 @@ def _source_tree() -> dict | None:
         ).stdout.strip()
         status = subprocess.run(
             ["git", "-C", root, "status", "--porcelain", "--untracked-files=no"],
-            capture_output=True, text=True, timeout=10, check=True,
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=True,
         ).stdout
     except (OSError, subprocess.SubprocessError):
         return None
@@ -209,8 +208,23 @@ def _load_average() -> list[float] | None:
         return None
 
 
-VECTOR_EXTENSIONS = ("sse4_2", "avx", "avx2", "fma", "avx512f", "avx512bw", "avx512_vnni", "avx512_bf16", "amx_tile",
-                     "asimd", "asimddp", "sve", "sve2", "i8mm", "bf16")
+VECTOR_EXTENSIONS = (
+    "sse4_2",
+    "avx",
+    "avx2",
+    "fma",
+    "avx512f",
+    "avx512bw",
+    "avx512_vnni",
+    "avx512_bf16",
+    "amx_tile",
+    "asimd",
+    "asimddp",
+    "sve",
+    "sve2",
+    "i8mm",
+    "bf16",
+)
 """CPU flags (as /proc/cpuinfo spells them) that decide which XNNPACK and MLAS kernels run."""
 
 

@@ -39,9 +39,9 @@ import shlex
 import subprocess
 import tempfile
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Sequence
 
 import torch
 
@@ -54,11 +54,11 @@ from audiodeploy.native import (
     BuiltRunner,
     NativeError,
     NativeRun,
+    RunOptions,
     build_runner,
     is_emulated,
     parse_report,
     read_outputs,
-    RunOptions,
     run_runner,
     runner_arguments,
     runner_error_line,
@@ -127,7 +127,7 @@ class LocalTransport(Transport):
     """One program serves every length (the export's dynamic length axis)."""
 
     def __init__(self) -> None:
-        self._loaded: dict[str, tuple[float, int | None]] = {}
+        self._loaded: dict[str, tuple[float | None, int | None]] = {}
 
     def describe(self) -> dict:
         return {"kind": self.kind, "runtime": "ExecuTorch Python runtime (portable_lib) in the benchmarking process"}
@@ -157,9 +157,7 @@ class LocalTransport(Transport):
             retained = self._loaded[runtime.name][1]
             peak = None if retained is None or memory.extra is None else retained + memory.extra
             first[runtime.name] = (output, peak)
-        runners = [
-            Runner(r.name, _call(r, inputs), counts[r.name].runs, counts[r.name].warmup) for r in runtimes
-        ]
+        runners = [Runner(r.name, _call(r, inputs), counts[r.name].runs, counts[r.name].warmup) for r in runtimes]
         timings = time_interleaved(runners, progress=log)
         return {
             r.name: Measurement(
@@ -248,7 +246,6 @@ def _last_line(text: str) -> str:
     return lines[-1][:300] if lines else ""
 
 
-
 # --- --device ------------------------------------------------------------------------------------
 
 RUNNER_DEVICES = {"native": "host", "qemu-aarch64": "linux-aarch64"}
@@ -264,7 +261,7 @@ class SshDestination:
     port: int | None = None
 
     @classmethod
-    def parse(cls, text: str) -> "SshDestination":
+    def parse(cls, text: str) -> SshDestination:
         """``[USER@]HOST[:PORT]``; a host or user that ssh would read as an option is refused."""
         user, at, host = text.rpartition("@")
         port = None
@@ -273,8 +270,11 @@ class SshDestination:
             if not port_text.isdigit() or not 0 < int(port_text) < 65536:
                 raise BenchError(f"--device ssh:{text}: the port {port_text!r} is not a number from 1 to 65535")
             port = int(port_text)
-        if not host or host.startswith("-") or (at and (not user or user.startswith("-") or "@" in user)) or any(
-            c.isspace() for c in text
+        if (
+            not host
+            or host.startswith("-")
+            or (at and (not user or user.startswith("-") or "@" in user))
+            or any(c.isspace() for c in text)
         ):
             raise BenchError(f"--device ssh:{text}: give ssh:[USER@]HOST[:PORT], e.g. ssh:pi@raspberrypi.local")
         return cls(host, user or None, port)
@@ -325,9 +325,13 @@ class AdbConnection:
                 f"{self.adb}: not found on PATH; install Android platform-tools and connect the phone"
             ) from None
         except subprocess.TimeoutExpired:
-            raise BenchError(f"`{shlex.join(command)}` did not finish in {timeout:.0f} s; is the device still connected?") from None
+            raise BenchError(
+                f"`{shlex.join(command)}` did not finish in {timeout:.0f} s; is the device still connected?"
+            ) from None
         if check and result.returncode != 0:
-            raise BenchError(f"`{shlex.join(command)}` failed: {_last_line(result.stderr + result.stdout) or f'exit {result.returncode}'}")
+            raise BenchError(
+                f"`{shlex.join(command)}` failed: {_last_line(result.stderr + result.stdout) or f'exit {result.returncode}'}"
+            )
         return result
 
     def connect(self) -> dict[str, str]:
@@ -338,7 +342,11 @@ class AdbConnection:
             reason = _last_line(state.stderr + state.stdout) or f"state {state.stdout.strip() or 'unknown'}"
             raise BenchError(f"{who} is not reachable ({reason}); check `adb devices` and USB debugging")
         device = {}
-        for key, prop in (("model", "ro.product.model"), ("abi", "ro.product.cpu.abi"), ("android", "ro.build.version.release")):
+        for key, prop in (
+            ("model", "ro.product.model"),
+            ("abi", "ro.product.cpu.abi"),
+            ("android", "ro.build.version.release"),
+        ):
             device[key] = self.run("shell", "getprop", prop, timeout=30).stdout.strip()
         if device.get("abi") and device["abi"] != "arm64-v8a":
             raise BenchError(f"the device's ABI is {device['abi']}; the runner is built for arm64-v8a")
@@ -383,9 +391,7 @@ class AdbTransport(Transport):
     def adb_command(self, *args: str) -> list[str]:
         return self.connection.command(*args)
 
-    def runner_command(
-        self, program: str, input_file: str | None, executions: int, threads: int | None
-    ) -> str:
+    def runner_command(self, program: str, input_file: str | None, executions: int, threads: int | None) -> str:
         """The shell command run on the device, for ``adb shell``."""
         flags = [f"--model_path={self.remote(program)}", f"--num_executions={executions}"]
         if input_file is not None:
@@ -465,7 +471,9 @@ class AdbTransport(Transport):
                 output = result.stdout + "\n" + result.stderr
                 timings = parse_runner_output(output)
                 if result.returncode != 0:
-                    raise BenchError(f"executor_runner exited with {result.returncode} on the device: {_last_line(output)}")
+                    raise BenchError(
+                        f"executor_runner exited with {result.returncode} on the device: {_last_line(output)}"
+                    )
                 results[runtime.name] = _measurement(timings, n)
                 self._adb("shell", "rm", "-f", self.remote(program), check=False)
             for name in input_names:
@@ -482,9 +490,7 @@ def _measurement(timings: RunnerTimings, counts: RunCounts) -> Measurement:
         mean = timings.total_ms / 1e3 / timings.executions
         latency = latency_dict([mean], 0)
         latency["runs"] = timings.executions
-        notes.append(
-            "the runner printed only its total time: latency is the mean of all executions, warm-up included"
-        )
+        notes.append("the runner printed only its total time: latency is the mean of all executions, warm-up included")
     if timings.threads is not None:
         notes.append(f"runner threadpool: {timings.threads} thread(s)")
     return Measurement(
@@ -553,7 +559,7 @@ class RunnerTransport(Transport):
         self._emulated_cpu: str | None = None
 
     @classmethod
-    def for_device(cls, device: str, log: Log = _quiet) -> "RunnerTransport":
+    def for_device(cls, device: str, log: Log = _quiet) -> RunnerTransport:
         """Build (or take from the cache) the runner that `device` needs; a missing tool is a BenchError."""
         return cls(device, _build(RUNNER_DEVICES[device], device, log))
 
@@ -583,7 +589,10 @@ class RunnerTransport(Transport):
                 program = Path(scratch) / f"{runtime.name}.pte"
                 program.write_bytes(_executorch_only(runtime, "in the native runner").buffer)
                 n = counts[runtime.name]
-                log(f"running {runtime.name} in the {self.built.target} runner" + (" (emulated)" if self.emulated else ""))
+                log(
+                    f"running {runtime.name} in the {self.built.target} runner"
+                    + (" (emulated)" if self.emulated else "")
+                )
                 try:
                     run = run_runner(self.built, program, list(inputs), _run_options(n, threads))
                 except NativeError as error:
@@ -609,7 +618,7 @@ class NativeSideBySide(Transport):
         self.native = native
 
     @classmethod
-    def for_device(cls, log: Log = _quiet) -> "NativeSideBySide":
+    def for_device(cls, log: Log = _quiet) -> NativeSideBySide:
         return cls(LocalTransport(), RunnerTransport.for_device("native", log))
 
     def describe(self) -> dict:
@@ -630,7 +639,10 @@ class NativeSideBySide(Transport):
                     **info,
                     "name": runtime.name + NATIVE_SUFFIX,
                     "label": f"{info['label']}, in the native runner (audiodeploy-runner, C++)",
-                    "notes": [*info["notes"], f"the same program as {runtime.name}, run by audiodeploy-runner in its own process"],
+                    "notes": [
+                        *info["notes"],
+                        f"the same program as {runtime.name}, run by audiodeploy-runner in its own process",
+                    ],
                 }
         return infos
 
@@ -711,9 +723,15 @@ class RemoteRunnerTransport(Transport):
             size = sum(p.stat().st_size for p in files) / 2**20
             remote_dir = self._make_remote_dir()
             self.remote_dir = remote_dir  # from here on, close() removes it
-            log(f"copying the {self.built.target} runner ({len(files)} files, {size:.1f} MiB) to {self.where}:{remote_dir}")
+            log(
+                f"copying the {self.built.target} runner ({len(files)} files, {size:.1f} MiB) to {self.where}:{remote_dir}"
+            )
             self._push(files, remote_dir)
-            executables = [shlex.quote(name) for name in ("audiodeploy-runner", "ld-linux-aarch64.so.1") if any(p.name == name for p in files)]
+            executables = [
+                shlex.quote(name)
+                for name in ("audiodeploy-runner", "ld-linux-aarch64.so.1")
+                if any(p.name == name for p in files)
+            ]
             self._shell(f"cd {shlex.quote(remote_dir)} && chmod 755 {' '.join(executables)}")
         return self.remote_dir
 
@@ -810,7 +828,7 @@ class AdbRunnerTransport(RemoteRunnerTransport):
         self.where = f"adb device {serial}" if serial else "the adb device"
 
     @classmethod
-    def for_device(cls, serial: str | None, log: Log = _quiet, adb: str = "adb") -> "AdbRunnerTransport":
+    def for_device(cls, serial: str | None, log: Log = _quiet, adb: str = "adb") -> AdbRunnerTransport:
         """Check the phone first (fast), then build or take the bundle from the cache."""
         connection = AdbConnection(serial, adb)
         device = connection.connect()
@@ -890,8 +908,13 @@ class SshTransport(RemoteRunnerTransport):
 
     @classmethod
     def for_device(
-        cls, destination: str, log: Log = _quiet, options: Sequence[str] | None = None, ssh: str = "ssh", scp: str = "scp"
-    ) -> "SshTransport":
+        cls,
+        destination: str,
+        log: Log = _quiet,
+        options: Sequence[str] | None = None,
+        ssh: str = "ssh",
+        scp: str = "scp",
+    ) -> SshTransport:
         """Check the board first (reachable, which architecture), then build or take its runner from the cache."""
         options = cls.default_options() if options is None else list(options)
         transport = cls(SshDestination.parse(destination), None, options, ssh, scp)
@@ -925,16 +948,22 @@ class SshTransport(RemoteRunnerTransport):
         try:
             done = subprocess.run(command, capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL)
         except FileNotFoundError:
-            raise BenchError(f"{command[0]}: not found on PATH; install it: apt-get install -y openssh-client") from None
+            raise BenchError(
+                f"{command[0]}: not found on PATH; install it: apt-get install -y openssh-client"
+            ) from None
         except subprocess.TimeoutExpired:
-            raise BenchError(f"`{shlex.join(command)}` did not finish in {timeout:.0f} s; is {self.destination} still up?") from None
+            raise BenchError(
+                f"`{shlex.join(command)}` did not finish in {timeout:.0f} s; is {self.destination} still up?"
+            ) from None
         if done.returncode == 255 and command[0] == self.ssh:
             raise BenchError(
                 f"{self.where} is not reachable ({_last_line(done.stderr) or 'exit status 255'}); check that "
                 f"`ssh {self.destination.target}` logs in without a password"
             )
         if check and done.returncode != 0:
-            raise BenchError(f"`{shlex.join(command)}` failed: {_last_line(done.stderr + done.stdout) or f'exit {done.returncode}'}")
+            raise BenchError(
+                f"`{shlex.join(command)}` failed: {_last_line(done.stderr + done.stdout) or f'exit {done.returncode}'}"
+            )
         return done
 
     def connect(self) -> tuple[str, str]:
@@ -943,7 +972,9 @@ class SshTransport(RemoteRunnerTransport):
         lines = done.stdout.split()
         if done.returncode != 0 or len(lines) < 2:
             reason = _last_line(done.stderr + done.stdout) or f"exit status {done.returncode}"
-            raise BenchError(f"{self.where} is not reachable ({reason}); check that `ssh {self.destination.target}` logs in without a password")
+            raise BenchError(
+                f"{self.where} is not reachable ({reason}); check that `ssh {self.destination.target}` logs in without a password"
+            )
         return lines[0], lines[1]
 
     def describe(self) -> dict:

@@ -1,6 +1,7 @@
 """The lowering core: export -> fold computed GEMM weights -> (int8) -> XNNPACK -> .pte, with a report."""
 
 from audiodeploy.lowering.pipeline import LoweredProgram, Method, lower
+from audiodeploy.lowering.quantize import SCHEMES, QuantizationError
 from audiodeploy.lowering.report import (
     DeclinedGemm,
     Fold,
@@ -12,7 +13,6 @@ from audiodeploy.lowering.report import (
     QuantizationReport,
     QuantizedMethod,
 )
-from audiodeploy.lowering.quantize import SCHEMES, QuantizationError
 
 __all__ = [
     "DeclinedGemm",

@@ -31,7 +31,7 @@ speech 20 dB and more (tests/recipes/test_quantized.py). The tiny HiFi-GANs meas
 from __future__ import annotations
 
 import math
-from typing import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 import torch
 
@@ -91,9 +91,7 @@ def below_floor(measured: Mapping[str, float], floors: Mapping[str, float] = SNR
 
     A measure without a floor (``max_abs_diff``, whose scale is the model's) is never under one; NaN is.
     """
-    return {
-        name: floor for name, floor in floors.items() if name in measured and not measured[name] >= floor
-    }
+    return {name: floor for name, floor in floors.items() if name in measured and not measured[name] >= floor}
 
 
 DEFAULT_MEASURES: Mapping[str, Measure] = {"snr_db": output_snr_db, "max_abs_diff": max_abs_diff}

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from typing import Iterator
+from collections.abc import Iterator
 
 import torch
 from executorch.backends.xnnpack.partition.config import ALL_PARTITIONER_CONFIGS

@@ -48,9 +48,10 @@ from __future__ import annotations
 import logging
 import os
 import tempfile
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 import torch
 from executorch.exir import (
@@ -182,9 +183,9 @@ def lower(
     # run_decompositions({}) only functionalizes (in-place buffer updates become
     # BUFFER_MUTATION outputs); it is the same first step to_edge takes.
     exported = {
-        name: torch.export.export(m.module, tuple(m.example_inputs), dynamic_shapes=m.dynamic_shapes).run_decompositions(
-            {}
-        )
+        name: torch.export.export(
+            m.module, tuple(m.example_inputs), dynamic_shapes=m.dynamic_shapes
+        ).run_decompositions({})
         for name, m in methods.items()
     }
     export_ranges = {name: export_symbol_ranges(ep) for name, ep in exported.items()}
@@ -221,7 +222,9 @@ def lower(
             sensitivities = {
                 name: tuple(
                     gemm_sensitivity(
-                        ep, quantize, _fidelity_inputs(fidelity_inputs, name, program, methods[name]),
+                        ep,
+                        quantize,
+                        _fidelity_inputs(fidelity_inputs, name, program, methods[name]),
                         calibration=_for_method(calibration, name, program),
                         progress=progress,
                     )

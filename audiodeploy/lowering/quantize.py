@@ -44,12 +44,14 @@ from __future__ import annotations
 import fnmatch
 import math
 import warnings
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import torch
 from torch.export import ExportedProgram
 
+from audiodeploy.errors import AudiodeployError
 from audiodeploy.lowering.passes.conv1d_as_conv2d import Conv1dAsConv2dPass
 from audiodeploy.lowering.passes.fold_computed_gemm_weights import gemm_label
 from audiodeploy.lowering.report import GemmSensitivity
@@ -57,10 +59,6 @@ from audiodeploy.lowering.report import GemmSensitivity
 aten = torch.ops.aten
 
 SCHEMES = ("int8-dynamic", "int8-static")
-EXECUTORCH_RECIPES = {
-    "int8-dynamic": "PT2E_INT8_DYNAMIC_PER_CHANNEL",
-    "int8-static": "PT2E_INT8_STATIC_PER_CHANNEL",
-}
 GENERATED_CALIBRATION_COUNT = 4
 
 _GEMMS = {
@@ -86,7 +84,7 @@ PATTERN_EXAMPLES = 4
 """How many GEMM module paths a refused ``keep_fp32`` pattern's message names."""
 
 
-class QuantizationError(ValueError):
+class QuantizationError(AudiodeployError, ValueError):
     """A quantization option the lowering cannot take."""
 
 
@@ -105,7 +103,9 @@ def check_options(scheme: str, calibration: Any, stacklevel: int = 2) -> None:
             stacklevel=stacklevel + 1,
         )
     elif scheme == "int8-dynamic" and calibration is not None:
-        warnings.warn("int8-dynamic observes no activations: the calibration inputs are not used", stacklevel=stacklevel + 1)
+        warnings.warn(
+            "int8-dynamic observes no activations: the calibration inputs are not used", stacklevel=stacklevel + 1
+        )
 
 
 @dataclass(frozen=True)
@@ -150,7 +150,9 @@ def quantize_program(
             raise QuantizationError("calibration is empty: give at least one input tuple, or None")
         source = f"{len(calibration)} given inputs"
     report = None if dynamic else progress
-    converted, kept = _convert(_unguarded_module(ep), scheme, calibration, _GemmFilter.factory(tuple(keep_fp32)), report)
+    converted, kept = _convert(
+        _unguarded_module(ep), scheme, calibration, _GemmFilter.factory(tuple(keep_fp32)), report
+    )
     program = torch.export.export(converted, example_inputs, dynamic_shapes=dynamic_shapes).run_decompositions({})
     quantized, fp32 = _quantized_gemms(program, kept, dynamic)
     return QuantizedProgram(program, quantized, fp32, source)
@@ -335,7 +337,11 @@ def _quantized_gemms(
 
 def _program_constant(program: ExportedProgram, node: torch.fx.Node) -> torch.Tensor | None:
     signature = program.graph_signature
-    for mapping in (signature.inputs_to_parameters, signature.inputs_to_buffers, signature.inputs_to_lifted_tensor_constants):
+    for mapping in (
+        signature.inputs_to_parameters,
+        signature.inputs_to_buffers,
+        signature.inputs_to_lifted_tensor_constants,
+    ):
         if node.name in mapping:
             target = mapping[node.name]
             return program.state_dict.get(target, program.constants.get(target))
@@ -372,8 +378,11 @@ def gemm_sensitivity(
     candidates = [
         node
         for node in graph_module.graph.nodes
-        if node.op == "call_function" and node.target in _GEMMS and len(node.args) > 1
-        and _constant_value(graph_module, node.args[1]) is not None and everything.reason(node) is None
+        if node.op == "call_function"
+        and node.target in _GEMMS
+        and len(node.args) > 1
+        and _constant_value(graph_module, node.args[1]) is not None
+        and everything.reason(node) is None
     ]
     results = []
     for index, node in enumerate(candidates, 1):

@@ -107,7 +107,7 @@ class QuantizationReport:
     """One line each: what makes this program less faithful than asked (fidelity under its floor)."""
 
     @classmethod
-    def from_dict(cls, data: dict) -> "QuantizationReport":
+    def from_dict(cls, data: dict) -> QuantizationReport:
         methods = {
             name: QuantizedMethod(
                 name=m["name"],
@@ -146,7 +146,9 @@ class QuantizationReport:
             if method.sensitivity:
                 shown = method.sensitivity if verbose else method.sensitivity[:SENSITIVE_SHOWN]
                 rest = len(method.sensitivity) - len(shown)
-                lines.append("  most sensitive, each GEMM alone in int8 (output SNR vs fp32; keep the worst with --keep-fp32):")
+                lines.append(
+                    "  most sensitive, each GEMM alone in int8 (output SNR vs fp32; keep the worst with --keep-fp32):"
+                )
                 lines.extend(f"    {g.snr_db:6.1f} dB  {g.gemm}" for g in shown)
                 if rest:
                     lines.append(f"    and {rest} more (-v shows them all)")
@@ -172,13 +174,16 @@ class LoweringReport:
         return json.dumps(self.to_dict(), indent=indent)
 
     @classmethod
-    def from_dict(cls, data: dict) -> "LoweringReport":
+    def from_dict(cls, data: dict) -> LoweringReport:
         methods = {
             name: MethodReport(
                 name=m["name"],
                 delegates=m["delegates"],
                 ops_outside_delegates=dict(m["ops_outside_delegates"]),
-                folds=tuple(Fold(**{**f, "sources": tuple(f["sources"]), "constants": tuple(f["constants"])}) for f in m["folds"]),
+                folds=tuple(
+                    Fold(**{**f, "sources": tuple(f["sources"]), "constants": tuple(f["constants"])})
+                    for f in m["folds"]
+                ),
                 not_folded=tuple(NotFolded(**n) for n in m["not_folded"]),
                 gemms_not_delegated=tuple(DeclinedGemm(**g) for g in m["gemms_not_delegated"]),
                 rewrites=tuple(m.get("rewrites", ())),
@@ -209,7 +214,9 @@ class LoweringReport:
         lines = [f"lowering: {lowering}; program size {_size(self.pte_bytes)}"]
         for method in self.methods.values():
             outside = ", ".join(f"{op} x{n}" for op, n in method.ops_outside_delegates.items()) or "none"
-            lines.append(f"method {method.name}: {method.delegates} XNNPACK delegate(s); ops outside delegates: {outside}")
+            lines.append(
+                f"method {method.name}: {method.delegates} XNNPACK delegate(s); ops outside delegates: {outside}"
+            )
             if method.rewrites:
                 lines.append(f"  rewritten by: {', '.join(method.rewrites)}")
             if method.folds:
@@ -236,16 +243,19 @@ def _refusals(what: str, refused: list[tuple[str, str]], verbose: bool) -> list[
     for gemm, reason in refused:
         by_reason.setdefault(reason, []).append(gemm)
     return [
-        f"  {what}: {gemms[0]}: {reason}" if len(gemms) == 1 else f"  {what}: {len(gemms)} GEMMs ({gemms[0]}, ...): {reason}"
+        f"  {what}: {gemms[0]}: {reason}"
+        if len(gemms) == 1
+        else f"  {what}: {len(gemms)} GEMMs ({gemms[0]}, ...): {reason}"
         for reason, gemms in by_reason.items()
     ]
 
 
 def _size(n: int) -> str:
+    amount = float(n)
     for unit in ("B", "KiB", "MiB", "GiB"):
-        if n < 1024 or unit == "GiB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
+        if amount < 1024 or unit == "GiB":
+            return f"{amount:.0f} {unit}" if unit == "B" else f"{amount:.1f} {unit}"
+        amount /= 1024
     raise AssertionError
 
 

@@ -23,9 +23,10 @@ import signal
 import subprocess
 import tempfile
 import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterator, Literal, get_args
+from typing import Literal, get_args
 
 from audiodeploy._cache import CACHE_DIR_VARIABLE, cache_dir, unwritable_cache_message
 from audiodeploy.native import tools, wheel
@@ -119,7 +120,9 @@ def build_runner(
 
     cmake = tools.require(tools.CMAKE)
     tools.require(tools.HOST_CXX if target == "host" else tools.AARCH64_CXX)
-    package_root = wheel.host_package_root() if target == "host" else wheel.aarch64_package_root(cache_dir, version, say)
+    package_root = (
+        wheel.host_package_root() if target == "host" else wheel.aarch64_package_root(cache_dir, version, say)
+    )
     start = time.monotonic()
     with _staging(entry) as staged:
         _cmake_build(cmake, source_dir, staged.parent / "build", staged, package_root, target)
@@ -155,7 +158,9 @@ def _publish_entry(staged: Path, entry: Path, target: Target, version: str, forc
     _remove_stale_entries(entry)
 
 
-def _cmake_build(cmake: str, source_dir: Path, build_dir: Path, staged: Path, package_root: Path, target: Target) -> None:
+def _cmake_build(
+    cmake: str, source_dir: Path, build_dir: Path, staged: Path, package_root: Path, target: Target
+) -> None:
     configure = [
         cmake, "-S", str(source_dir), "-B", str(build_dir),
         f"-DCMAKE_PREFIX_PATH={package_root}", "-DCMAKE_BUILD_TYPE=Release",
@@ -177,7 +182,9 @@ def _cmake_build(cmake: str, source_dir: Path, build_dir: Path, staged: Path, pa
 def _run_tool(command: list[str]) -> subprocess.CompletedProcess[str]:
     """Run a build tool in its own process group, so an interruption stops the compilers it started too
     (killing cmake alone would leave make and cc1plus writing into a removed folder)."""
-    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    process = subprocess.Popen(
+        command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
+    )
     try:
         stdout, stderr = process.communicate()
     except BaseException:
@@ -231,7 +238,9 @@ def copy_runner(built: BuiltRunner, destination: Path) -> Path:
     destination.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(dir=destination.parent, prefix=f".{destination.name}-"))
     try:
-        shutil.copytree(built.directory, staging / "copy", symlinks=False, ignore=shutil.ignore_patterns(_COMPLETE_MARKER))
+        shutil.copytree(
+            built.directory, staging / "copy", symlinks=False, ignore=shutil.ignore_patterns(_COMPLETE_MARKER)
+        )
         if destination.exists():
             destination.rmdir()
         os.rename(staging / "copy", destination)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 from rich.console import Console
@@ -22,7 +22,6 @@ runner_app = typer.Typer(
 )
 _out = Console(soft_wrap=True, highlight=False)
 _err = Console(stderr=True, soft_wrap=True, highlight=False)
-
 
 
 @runner_app.callback()
@@ -41,7 +40,7 @@ _TARGET_HELP = (
 def build(
     target: Annotated[str, typer.Option("--target", "-t", help=_TARGET_HELP)] = "host",
     output: Annotated[
-        Optional[Path],
+        Path | None,
         typer.Option("-o", "--output", help="Also copy the built runner folder (or bundle) to this new folder."),
     ] = None,
     force: Annotated[bool, typer.Option("--force", help="Rebuild even if the cache has this runner.")] = False,
@@ -54,7 +53,10 @@ def build(
         raise NativeError(f"unknown --target {target!r}; choose one of {', '.join(TARGETS)}")
     start = time.monotonic()
     with _err.status(f"building the {target} runner..."):
-        built = build_runner(target, force=force, log=lambda message: _err.print(message, markup=False))  # type: ignore[arg-type]
-    _err.print(f"{target} runner ready in {time.monotonic() - start:.1f} s (executorch {built.executorch_version})", markup=False)
+        built = build_runner(target, force=force, log=lambda message: _err.print(message, markup=False))
+    _err.print(
+        f"{target} runner ready in {time.monotonic() - start:.1f} s (executorch {built.executorch_version})",
+        markup=False,
+    )
     folder = copy_runner(built, output) if output is not None else built.directory
     _out.print(str(folder), markup=False)

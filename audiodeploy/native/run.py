@@ -17,9 +17,10 @@ import platform
 import subprocess
 import tempfile
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal, Sequence
+from typing import TYPE_CHECKING, Literal
 
 from audiodeploy.native import tools
 from audiodeploy.native.build import RUNNER_NAME, BuiltRunner
@@ -43,7 +44,7 @@ _NUMPY_DTYPES = {
 class NativeRun:
     report: dict
     """The runner's JSON report (schema audiodeploy.runner/1)."""
-    outputs: list["torch.Tensor"] = field(default_factory=list)
+    outputs: list[torch.Tensor] = field(default_factory=list)
     wall_s: float = 0.0
     """The whole process, start to exit, as seen from here."""
     emulated: bool = False
@@ -80,7 +81,7 @@ def runner_command(built: BuiltRunner) -> tuple[list[str], dict[str, str]]:
     return [qemu, str(loader), "--library-path", str(built.directory), str(built.executable)], environment
 
 
-def write_inputs(inputs: Sequence["torch.Tensor"], directory: Path) -> list[tuple[Path, Shape]]:
+def write_inputs(inputs: Sequence[torch.Tensor], directory: Path) -> list[tuple[Path, Shape]]:
     """Each input as ``input_<i>.bin``, raw little-endian float32, with its shape."""
     import torch
 
@@ -144,13 +145,15 @@ def parse_report(stdout: str) -> dict:
     try:
         report = json.loads(stdout)
     except json.JSONDecodeError as error:
-        raise NativeError(f"the runner's output is not its JSON report ({error.msg} at character {error.pos})") from None
+        raise NativeError(
+            f"the runner's output is not its JSON report ({error.msg} at character {error.pos})"
+        ) from None
     if not isinstance(report, dict) or report.get("schema") != REPORT_SCHEMA:
         raise NativeError(f"the runner's report is not {REPORT_SCHEMA}: schema {report.get('schema')!r}")
     return report
 
 
-def read_outputs(directory: Path) -> list["torch.Tensor"]:
+def read_outputs(directory: Path) -> list[torch.Tensor]:
     """The tensors a runner wrote with ``--output-dir`` (manifest.json and output_<i>.bin)."""
     import numpy as np
     import torch
@@ -178,7 +181,7 @@ def read_outputs(directory: Path) -> list["torch.Tensor"]:
 def run_runner(
     built: BuiltRunner,
     model: str | os.PathLike[str],
-    inputs: Sequence["torch.Tensor"] | None = None,
+    inputs: Sequence[torch.Tensor] | None = None,
     options: RunOptions = RunOptions(),
     *,
     data: str | os.PathLike[str] | None = None,
@@ -199,7 +202,9 @@ def run_runner(
         )  # fmt: skip
         start = time.monotonic()
         try:
-            done = subprocess.run(prefix + arguments, capture_output=True, text=True, env=environment, timeout=timeout_s)
+            done = subprocess.run(
+                prefix + arguments, capture_output=True, text=True, env=environment, timeout=timeout_s
+            )
         except subprocess.TimeoutExpired:
             raise NativeError(f"the {built.target} runner did not finish within {timeout_s:g} s") from None
         except OSError as error:

@@ -65,7 +65,7 @@ QEMU_SME_FIXED_MAJOR = 10
 """The first qemu-user major version seen to emulate SME right (10.0.2, Debian bookworm-backports)."""
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _qemu_major(qemu: str) -> int | None:
     try:
         done = subprocess.run([qemu, "--version"], capture_output=True, text=True, timeout=30)

@@ -11,8 +11,8 @@ import subprocess
 import sys
 import tempfile
 import zipfile
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from audiodeploy.native.errors import NativeError
 

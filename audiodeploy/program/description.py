@@ -19,6 +19,8 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any, Protocol
 
+from audiodeploy.errors import AudiodeployError
+
 from ._fields import float_field, str_field, str_tuple_field
 from .mel import MelSpectrogram
 from .spec import InputSpec, OutputSpec, Task
@@ -29,7 +31,7 @@ SCHEMA = "audiodeploy.sidecar/1"
 _TASKS: dict[str, Task] = {"ctc-logits": "ctc-asr", "waveform": "vocoder"}
 
 
-class DescriptionError(ValueError):
+class DescriptionError(AudiodeployError, ValueError):
     """A sidecar that is missing, malformed, or does not describe its program; the message says what to do."""
 
 
@@ -141,7 +143,9 @@ class ProgramDescription:
             raise mismatch("the program has no output")
         output_sizes = tuple(outputs[0].sizes)
         if len(output_sizes) != len(self.output.layout):
-            raise mismatch(f"the program's output has {len(output_sizes)} axes, the sidecar describes {self.output.layout}")
+            raise mismatch(
+                f"the program's output has {len(output_sizes)} axes, the sidecar describes {self.output.layout}"
+            )
         if self.vocabulary is not None and output_sizes[-1] != len(self.vocabulary):
             raise mismatch(
                 f"the program scores {output_sizes[-1]} labels, the sidecar's vocabulary has {len(self.vocabulary)}"
@@ -179,11 +183,13 @@ def package_versions() -> dict[str, str]:
     return versions
 
 
-def sidecar_content(pte: str | os.PathLike[str], buffer: bytes, model: Mapping[str, Any], lowering: Mapping[str, Any]) -> bytes:
+def sidecar_content(
+    pte: str | os.PathLike[str], buffer: bytes, model: Mapping[str, Any], lowering: Mapping[str, Any]
+) -> bytes:
     """The bytes of the sidecar of the program `buffer`, to be written at `sidecar_path(pte)`."""
     content = {
         "schema": SCHEMA,
-        "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "created": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
         "program": Path(pte).name,
         "program_sha256": program_digest(buffer),
         "program_bytes": len(buffer),

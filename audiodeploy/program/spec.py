@@ -13,6 +13,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
+from audiodeploy.errors import AudiodeployError
+
 from ._fields import int_field, optional_int_field, str_field, str_tuple_field
 
 if TYPE_CHECKING:
@@ -24,7 +26,7 @@ OutputKind = Literal["ctc-logits", "waveform"]
 PostProcess = Literal["ctc-greedy-decode", "write-waveform"]
 
 
-class InputLengthError(ValueError):
+class InputLengthError(AudiodeployError, ValueError):
     """An input is longer than the range a program was exported for."""
 
 

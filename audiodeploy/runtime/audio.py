@@ -24,12 +24,13 @@ import stat
 import struct
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING, BinaryIO, Protocol
+from typing import TYPE_CHECKING, BinaryIO
 
 import numpy as np
 import soundfile
 
 from audiodeploy._files import atomic_output, atomic_write_bytes, display
+from audiodeploy.errors import AudiodeployError
 
 if TYPE_CHECKING:
     import torch
@@ -48,20 +49,8 @@ _GATHER_LIMIT = 1 << 18
 """Output samples times taps gathered at once by the sparse evaluation (a few MB)."""
 
 
-class AudioInputError(ValueError):
+class AudioInputError(AudiodeployError, ValueError):
     """Input audio that is missing, not audio, empty, or not finite; the message says what to do."""
-
-
-class AudioSource(Protocol):
-    """Mono audio at `sample_rate`, `total` samples long, read by ranges of samples."""
-
-    origin: str
-    sample_rate: int
-    total: int
-
-    def read(self, start: int, stop: int) -> np.ndarray:
-        """Samples ``[start, stop)`` as float32 (``0 <= start <= stop <= total``)."""
-        ...
 
 
 def _check_finite(samples: np.ndarray, origin: str, first_sample: int, sample_rate: int) -> None:
@@ -84,7 +73,9 @@ class AudioArray:
     """Audio given as an array (numpy or torch): 1-D, or ``(1, samples)``, at `source_rate` (default: the
     program's rate)."""
 
-    def __init__(self, audio: object, sample_rate: int, source_rate: int | None = None, origin: str = "the audio") -> None:
+    def __init__(
+        self, audio: object, sample_rate: int, source_rate: int | None = None, origin: str = "the audio"
+    ) -> None:
         array = _as_real_array(audio, origin)
         if array.ndim == 2 and array.shape[0] == 1:
             array = array[0]
@@ -115,7 +106,9 @@ def _check_regular_file(path: Path, origin: str) -> None:
     try:
         mode = os.stat(path).st_mode
     except OSError as error:
-        raise AudioInputError(f"{origin}: cannot be read ({error.strerror}); give the path of a wav, flac or ogg file") from None
+        raise AudioInputError(
+            f"{origin}: cannot be read ({error.strerror}); give the path of a wav, flac or ogg file"
+        ) from None
     if stat.S_ISREG(mode):
         return
     kind = "a pipe" if stat.S_ISFIFO(mode) else "a socket" if stat.S_ISSOCK(mode) else "a device"
@@ -141,7 +134,9 @@ class AudioFile:
             self._file = soundfile.SoundFile(str(self.path))
         except (soundfile.LibsndfileError, RuntimeError, TypeError, OSError) as error:
             reason = " ".join(str(error).split())
-            raise AudioInputError(f"{self.origin}: not a readable audio file ({reason}); give a wav, flac or ogg file") from None
+            raise AudioInputError(
+                f"{self.origin}: not a readable audio file ({reason}); give a wav, flac or ogg file"
+            ) from None
         self.file_rate = int(self._file.samplerate)
         self.file_frames = int(self._file.frames)
         try:
@@ -156,8 +151,10 @@ class AudioFile:
     def _check_header(self) -> None:
         """What the header says, checked against sense and, for a PCM wav, against the file's size."""
         _check_rate(
-            self.file_rate, self.origin, "the header says",
-            "fix the header with the rate the audio was recorded at, e.g. `sox -r 16000 in.wav out.wav` for 16 kHz"
+            self.file_rate,
+            self.origin,
+            "the header says",
+            "fix the header with the rate the audio was recorded at, e.g. `sox -r 16000 in.wav out.wav` for 16 kHz",
         )
         if self._file.format == "WAV":
             with open(self.path, "rb") as stream:
@@ -191,7 +188,9 @@ class AudioFile:
             block = self._file.read(stop - start, dtype="float32", always_2d=True)
         except (soundfile.LibsndfileError, RuntimeError, OSError) as error:
             reason = " ".join(str(error).split())
-            raise AudioInputError(f"{self.origin}: the audio cannot be read past {start / self.file_rate:.2f} s ({reason})") from None
+            raise AudioInputError(
+                f"{self.origin}: the audio cannot be read past {start / self.file_rate:.2f} s ({reason})"
+            ) from None
         mono = block.mean(axis=1, dtype=np.float32) if block.shape[1] > 1 else block[:, 0]
         _check_finite(mono, self.origin, start, self.file_rate)
         return mono
@@ -347,7 +346,7 @@ class _Ratio:
 def _as_real_array(value: object, origin: str) -> np.ndarray:
     """`value` as a float32 numpy array; `AudioInputError` for complex, boolean or non-numeric data."""
     if hasattr(value, "detach") and hasattr(value, "numpy"):
-        value = value.detach().cpu().numpy()  # type: ignore[union-attr]
+        value = value.detach().cpu().numpy()
     try:
         array = np.asarray(value)
     except (ValueError, TypeError) as error:
@@ -367,14 +366,6 @@ def open_audio(
             raise ValueError("source_rate is for arrays; a file says its own rate")
         return AudioFile(audio, sample_rate)
     return AudioArray(audio, sample_rate, source_rate)
-
-
-def read_mono(path: str | os.PathLike[str], sample_rate: int) -> torch.Tensor:
-    """The whole file as a float32 ``(samples,)`` tensor: channels averaged, resampled to `sample_rate`."""
-    import torch
-
-    with AudioFile(path, sample_rate) as audio:
-        return torch.from_numpy(audio.read(0, audio.total))
 
 
 def count_clipped(waveform: np.ndarray) -> int:
@@ -401,7 +392,7 @@ def _pcm16(waveform: np.ndarray) -> np.ndarray:
 
 def write_wav(path: str | os.PathLike[str], waveform: torch.Tensor | np.ndarray, sample_rate: int) -> Path:
     """Write a mono waveform as 16-bit PCM wav, atomically."""
-    audio = waveform.detach().cpu().numpy() if hasattr(waveform, "detach") else np.asarray(waveform)  # type: ignore[union-attr]
+    audio = waveform.detach().cpu().numpy() if hasattr(waveform, "detach") else np.asarray(waveform)
     encoded = io.BytesIO()
     soundfile.write(encoded, _pcm16(audio), sample_rate, format="WAV", subtype="PCM_16")
     return atomic_write_bytes(path, encoded.getvalue())

@@ -5,11 +5,10 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass
 
-from executorch.exir.schema import DelegateCall, KernelCall
-
 # 1.5.1 has no public reader for a program's execution plan; the serializer's own
 # inverse is the one place that parses it (read-only use).
 from executorch.exir._serialize._program import deserialize_pte_binary
+from executorch.exir.schema import DelegateCall, KernelCall
 
 
 @dataclass(frozen=True)

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from audiodeploy._files import display
+from audiodeploy.errors import AudiodeployError
 from audiodeploy.program.description import DescriptionError, ProgramDescription, read_sidecar, sidecar_path
 from audiodeploy.program.spec import InputSpec, Task
 from audiodeploy.runtime.audio import AudioFile, AudioInputError, WavWriter, clipping_warning, open_audio
@@ -35,7 +36,7 @@ DEFAULT_OVERLAP_FRACTION = 0.2
 least a tenth of a window of context on each side."""
 
 
-class WindowOptionError(ValueError):
+class WindowOptionError(AudiodeployError, ValueError):
     """A window or overlap that the program cannot take; the message says what it can."""
 
 
@@ -154,7 +155,9 @@ class _Windowed(Model):
     def spec(self) -> InputSpec:
         return self.description.input
 
-    def plan(self, total_steps: int, window_seconds: float | None, overlap_seconds: float | None, tail: int = 0) -> WindowPlan:
+    def plan(
+        self, total_steps: int, window_seconds: float | None, overlap_seconds: float | None, tail: int = 0
+    ) -> WindowPlan:
         """The windows for an input of `total_steps` steps (samples or mel frames)."""
         spec, unit = self.spec, self.unit
         steps_per_second = spec.sample_rate / spec.samples_per_step
@@ -178,7 +181,9 @@ class _Windowed(Model):
                 raise WindowOptionError(f"an overlap of {overlap_seconds} s is not a duration; give seconds >= 0")
             overlap = _whole_units(overlap_seconds * steps_per_second / unit, math.ceil)
             if not tail <= overlap < window:
-                raise WindowOptionError(_overlap_problem(overlap_seconds, overlap, window, tail, unit / steps_per_second))
+                raise WindowOptionError(
+                    _overlap_problem(overlap_seconds, overlap, window, tail, unit / steps_per_second)
+                )
         return plan_windows(-(-total_steps // unit), window, overlap, min_units, tail)
 
     def _each_window(self, plan: WindowPlan, progress: bool, what: str) -> Iterator[Window]:
@@ -263,7 +268,9 @@ class SpeechRecognizer(_Windowed):
                 source.close()
         vocabulary = self.description.vocabulary
         assert vocabulary is not None  # checked when the description was read
-        return Transcript(vocabulary.decode_ids(labels), tuple(labels), source.total / spec.sample_rate, len(plan.windows))
+        return Transcript(
+            vocabulary.decode_ids(labels), tuple(labels), source.total / spec.sample_rate, len(plan.windows)
+        )
 
 
 class _MelSource:
@@ -288,7 +295,7 @@ class Vocoder(_Windowed):
         if is_path and Path(source).suffix.lower() == ".npy":  # type: ignore[arg-type]
             return self._mel_array(_load_npy(Path(source)), display(source)), lambda: None  # type: ignore[arg-type]
         if not is_path:
-            array = np.asarray(source.detach().cpu().numpy() if hasattr(source, "detach") else source)  # type: ignore[union-attr]
+            array = np.asarray(source.detach().cpu().numpy() if hasattr(source, "detach") else source)
             # Mono samples are (samples,) or (1, samples); anything else is a mel, checked as one.
             if not (array.ndim == 1 or (array.ndim == 2 and array.shape[0] == 1 and array.shape[1] != bins)):
                 return self._mel_array(array, "the mel spectrogram"), lambda: None
@@ -297,7 +304,7 @@ class Vocoder(_Windowed):
             raise AudioInputError(
                 f"{self.program.origin}: this vocoder's description has no mel front end; give a mel spectrogram .npy"
             )
-        audio = open_audio(source, mel.sample_rate, sample_rate)  # type: ignore[arg-type]
+        audio = open_audio(source, mel.sample_rate, sample_rate)
         origin = audio.origin
         total = mel.frame_count(audio.total)
         if total < 1:
@@ -324,13 +331,22 @@ class Vocoder(_Windowed):
             finite = np.isfinite(block)
             if not finite.all():
                 frame = start + int(np.argmin(finite.all(axis=1)))
-                raise AudioInputError(f"{origin}: the mel holds NaN or infinite values (the first in frame {frame}); give finite values")
+                raise AudioInputError(
+                    f"{origin}: the mel holds NaN or infinite values (the first in frame {frame}); give finite values"
+                )
             return block
 
         return _MelSource(int(array.shape[0]), read)
 
-    def _vocode(self, source: object, sample_rate: int | None, window_seconds: float | None,
-                overlap_seconds: float | None, progress: bool, emit: Callable[[np.ndarray], None]) -> int:
+    def _vocode(
+        self,
+        source: object,
+        sample_rate: int | None,
+        window_seconds: float | None,
+        overlap_seconds: float | None,
+        progress: bool,
+        emit: Callable[[np.ndarray], None],
+    ) -> int:
         """Vocode `source` window by window, handing the kept samples to `emit` in order; the window count."""
         spec = self.spec
         hop = spec.samples_per_step
@@ -406,9 +422,13 @@ def _load_npy(path: Path) -> np.ndarray:
                 f"{shown}: not a numeric .npy array (it holds Python objects or is not a .npy file); "
                 "save the mel as numbers, e.g. numpy.save(path, mel.astype('float32'))"
             ) from None
-        raise AudioInputError(f"{shown}: not a readable .npy array ({_one_line(error)}); save the mel with numpy.save") from None
+        raise AudioInputError(
+            f"{shown}: not a readable .npy array ({_one_line(error)}); save the mel with numpy.save"
+        ) from None
     except (OSError, EOFError) as error:
-        raise AudioInputError(f"{shown}: not a readable .npy array ({_one_line(error)}); save the mel with numpy.save") from None
+        raise AudioInputError(
+            f"{shown}: not a readable .npy array ({_one_line(error)}); save the mel with numpy.save"
+        ) from None
 
 
 def _one_line(error: BaseException) -> str:

@@ -63,13 +63,15 @@ import subprocess
 import sys
 import tempfile
 import threading
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator, Sequence
+from typing import Any
 
 import torch
 
 from audiodeploy._cache import CACHE_DIR_VARIABLE, cache_dir, unwritable_cache_message
+from audiodeploy.errors import AudiodeployError
 from audiodeploy.program.description import program_digest
 from audiodeploy.runtime.pte_check import (
     EXPORT_AGAIN,
@@ -124,11 +126,11 @@ _SCALAR_TYPES = {
 """ExecuTorch's ``ScalarType`` codes (c10's numbering) -> torch dtype names."""
 
 
-class ProgramInputError(ValueError):
+class ProgramInputError(AudiodeployError, ValueError):
     """Inputs the program does not take (count, dtype, rank, size, values); the message names the input."""
 
 
-class ProgramRunError(RuntimeError):
+class ProgramRunError(AudiodeployError, RuntimeError):
     """The runtime failed while running a loaded program; the message (one line) says what it reported."""
 
 
@@ -205,6 +207,7 @@ def _detail(error: BaseException, log: str) -> str:
 
 _KNOWN_TO_LOAD: set[str] = set()
 """Keys of programs that loaded in this process or its cache: they need no probe."""
+
 
 @functools.lru_cache(maxsize=1)
 def _runtime_identity() -> bytes:
@@ -588,7 +591,7 @@ class Program:
         data_path: str | bytes | os.PathLike[str] | None = None,
         *,
         trusted: bool = False,
-    ) -> "Program":
+    ) -> Program:
         """Load a .pte, and the .ptd holding its external constants if it has one."""
         shown = _display(path)
         buffer = _read(path, shown, "program", GIVE_PTE)

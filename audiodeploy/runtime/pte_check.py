@@ -23,6 +23,8 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
+from audiodeploy.errors import AudiodeployError
+
 FILE_IDENTIFIER = b"ET12"
 EXTENDED_HEADER_MAGIC = b"eh00"
 _EXTENDED_HEADER_MIN_LENGTH = 24
@@ -48,7 +50,7 @@ _SUBSEGMENT_SEGMENT_INDEX = 0
 _LOCATION_INLINE, _LOCATION_SEGMENT = 0, 1
 
 
-class ProgramLoadError(ValueError):
+class ProgramLoadError(AudiodeployError, ValueError):
     """The bytes are not an ExecuTorch program this runtime can load; the message (one line) says why and what to do."""
 
 
@@ -158,7 +160,7 @@ class _Flatbuffer:
             raise _Damaged(f"{what} at byte {position} is outside the {self.end}-byte flatbuffer")
         return struct.unpack_from(fmt, self.data, position)[0]
 
-    def table(self, position: int, what: str) -> "_Table":
+    def table(self, position: int, what: str) -> _Table:
         vtable = position - self.unpack("<i", position, what)
         vtable_size = self.unpack("<H", vtable, f"{what}'s vtable")
         if vtable_size < 4 or vtable_size % 2:
@@ -189,7 +191,7 @@ class _Table:
             return None
         return position + self.buffer.unpack("<I", position, f"{self.what}.{name}")
 
-    def table(self, index: int, name: str) -> "_Table | None":
+    def table(self, index: int, name: str) -> _Table | None:
         target = self._target(index, name)
         return None if target is None else self.buffer.table(target, f"{self.what}.{name}")
 
@@ -201,7 +203,7 @@ class _Table:
         self.buffer.unpack("<B", target + 4 + length, f"{self.what}.{name}'s end")
         return bytes(self.buffer.data[target + 4 : target + 4 + length])
 
-    def tables(self, index: int, name: str) -> list["_Table"]:
+    def tables(self, index: int, name: str) -> list[_Table]:
         target = self._target(index, name)
         if target is None:
             return []

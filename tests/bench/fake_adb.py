@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, os.environ["FAKE_ADB_HELPERS"])
-import runner_logs  # noqa: E402
+import runner_logs
 
 args = sys.argv[1:]
 with open(os.environ["FAKE_ADB_LOG"], "a", encoding="utf-8") as log:

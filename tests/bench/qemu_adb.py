@@ -62,7 +62,11 @@ command = args[0] if args else ""
 if command == "get-state":
     print("device")
 elif command == "shell" and args[1:2] == ["getprop"]:
-    props = {"ro.product.model": "stand-in (qemu-aarch64)", "ro.product.cpu.abi": "arm64-v8a", "ro.build.version.release": "15"}
+    props = {
+        "ro.product.model": "stand-in (qemu-aarch64)",
+        "ro.product.cpu.abi": "arm64-v8a",
+        "ro.build.version.release": "15",
+    }
     print(props.get(args[2], ""))
 elif command == "push":
     *sources, remote = args[1:]

@@ -55,33 +55,45 @@ def current_runner_log(model: str, iterations_ms: list[float], load_ms: float = 
 
 def older_runner_log(model: str, executions: int, total_ms: float) -> str:
     """A successful run of a runner that prints only the total (2025 sources)."""
-    return "\n".join([
-        prefix("I", 301, 241) + "Resetting threadpool with num threads = %d" % 4,
-        prefix("I", 7012, 334) + "Model file %s is loaded." % model,
-        prefix("I", 7030, 343) + "Using method %s" % "forward",
-        prefix("I", 7066, 386) + "Setting up planned buffer %d, size %d." % (0, 2112),
-        prefix("I", 98_230, 416) + "Method loaded.",
-        prefix("I", 98_230 + int(total_ms * 1000), 460)
-        + "Model executed successfully %d time(s) in %f ms." % (executions, total_ms),
-        prefix("I", 98_301 + int(total_ms * 1000), 468) + "%d outputs: " % 1,
-        "OutputX 0: tensor(sizes=[1, 4], [0.113416, -0.348217, 0.0124421, 0.420915])",
-    ]) + "\n"
+    return (
+        "\n".join(
+            [
+                prefix("I", 301, 241) + "Resetting threadpool with num threads = %d" % 4,
+                prefix("I", 7012, 334) + "Model file %s is loaded." % model,
+                prefix("I", 7030, 343) + "Using method %s" % "forward",
+                prefix("I", 7066, 386) + "Setting up planned buffer %d, size %d." % (0, 2112),
+                prefix("I", 98_230, 416) + "Method loaded.",
+                prefix("I", 98_230 + int(total_ms * 1000), 460)
+                + "Model executed successfully %d time(s) in %f ms." % (executions, total_ms),
+                prefix("I", 98_301 + int(total_ms * 1000), 468) + "%d outputs: " % 1,
+                "OutputX 0: tensor(sizes=[1, 4], [0.113416, -0.348217, 0.0124421, 0.420915])",
+            ]
+        )
+        + "\n"
+    )
 
 
 def method_load_failure_log(model: str) -> str:
     """The runner aborting (exit 134) because the program's method cannot be loaded."""
-    return "\n".join([
-        prefix("I", 290, 406) + "Resetting threadpool with num threads = %d" % 4,
-        prefix("I", 7902, 528) + "Model file %s is loaded." % model,
-        prefix("I", 7930, 538) + "Using method %s" % "forward",
-        prefix("F", 9114, 655)
-        + "In function %s(), assert failed (%s): Loading of method %s failed with status 0x%x"
-        % ("main", "method.ok()", "forward", 0x20),
-    ]) + "\n"
+    return (
+        "\n".join(
+            [
+                prefix("I", 290, 406) + "Resetting threadpool with num threads = %d" % 4,
+                prefix("I", 7902, 528) + "Model file %s is loaded." % model,
+                prefix("I", 7930, 538) + "Using method %s" % "forward",
+                prefix("F", 9114, 655)
+                + "In function %s(), assert failed (%s): Loading of method %s failed with status 0x%x"
+                % ("main", "method.ok()", "forward", 0x20),
+            ]
+        )
+        + "\n"
+    )
 
 
 def parse_failure_log(model: str) -> str:
     """The runner returning 1 because the file is not a program."""
-    return prefix("I", 288, 406) + "Resetting threadpool with num threads = %d\n" % 4 + (
-        prefix("E", 871, 523) + "Failed to parse model file %s\n" % model
+    return (
+        prefix("I", 288, 406)
+        + "Resetting threadpool with num threads = %d\n" % 4
+        + (prefix("E", 871, 523) + "Failed to parse model file %s\n" % model)
     )

@@ -38,7 +38,9 @@ def test_bundle_runs_through_its_loader_matches_eager_and_leaves_the_phone_clean
     x = torch.randn(1, CHANNELS, 40)
     try:
         measured = transport.measure(
-            [_runtime("audiodeploy", tiny_program.path.read_bytes())], (x,), {"audiodeploy": RunCounts(runs=2, warmup=1)}
+            [_runtime("audiodeploy", tiny_program.path.read_bytes())],
+            (x,),
+            {"audiodeploy": RunCounts(runs=2, warmup=1)},
         )["audiodeploy"]
         assert (qemu_adb.bench_dir / "audiodeploy-runner").is_file()  # the bundle stays for the next program
     finally:
@@ -67,7 +69,9 @@ def test_bundle_runs_through_its_loader_matches_eager_and_leaves_the_phone_clean
 def test_bench_of_a_recipe_on_the_phone_compares_with_eager(qemu_adb):
     """run_bench as `audiodeploy bench wav2vec2 --variant tiny --device adb:STANDIN` runs it: one dynamic program
     for both lengths (the runner resizes inputs), each output compared with eager PyTorch on this machine."""
-    record = run_bench(BenchRequest("wav2vec2", variant="tiny", device="adb:STANDIN", seconds=(0.5, 1.0), runs=1, warmup=0))
+    record = run_bench(
+        BenchRequest("wav2vec2", variant="tiny", device="adb:STANDIN", seconds=(0.5, 1.0), runs=1, warmup=0)
+    )
     assert record["transport"]["kind"] == "adb" and record["transport"]["target"] == "android-arm64"
     assert record["transport"]["device"]["model"] == "stand-in (qemu-aarch64)"
     assert record["machine"]["threads"] is None  # the runner's default on the device

@@ -16,12 +16,18 @@ from audiodeploy.bench.results import validate
 from .conftest import FakeAdb
 
 
-def audiodeploy(*args: str, env: dict[str, str | None] | None = None, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+def audiodeploy(
+    *args: str, env: dict[str, str | None] | None = None, cwd: Path | None = None
+) -> subprocess.CompletedProcess[str]:
     """Run the command; ``env`` adds variables to this process's, or removes those given as None."""
     merged = {**os.environ, **(env or {})}
     return subprocess.run(
         [sys.executable, "-m", "audiodeploy", *args],
-        capture_output=True, text=True, timeout=900, cwd=cwd, env={k: v for k, v in merged.items() if v is not None},
+        capture_output=True,
+        text=True,
+        timeout=900,
+        cwd=cwd,
+        env={k: v for k, v in merged.items() if v is not None},
     )
 
 
@@ -39,9 +45,26 @@ def compared(tmp_path_factory):
     """The issue's command, on wav2vec2's tiny variant."""
     directory = tmp_path_factory.mktemp("bench")
     result = audiodeploy(
-        "bench", "wav2vec2", "--variant", "tiny", "--compare", "stock,eager,onnxruntime",
-        "--json", "r.json", "--plot", "r.png", "--runs", "3", "--warmup", "1", "--stock-runs", "2", "--stock-warmup", "0",
-        cwd=directory, env={"OMP_WAIT_POLICY": None},
+        "bench",
+        "wav2vec2",
+        "--variant",
+        "tiny",
+        "--compare",
+        "stock,eager,onnxruntime",
+        "--json",
+        "r.json",
+        "--plot",
+        "r.png",
+        "--runs",
+        "3",
+        "--warmup",
+        "1",
+        "--stock-runs",
+        "2",
+        "--stock-warmup",
+        "0",
+        cwd=directory,
+        env={"OMP_WAIT_POLICY": None},
     )
     assert result.returncode == 0, result.stderr
     return result, directory
@@ -85,8 +108,17 @@ def test_compare_writes_a_png_chart(compared):
 
 
 def test_an_openmp_wait_policy_the_user_set_is_kept(tmp_path, linear_pte):
-    result = audiodeploy("bench", str(linear_pte), "--runs", "1", "--warmup", "0", "--json", str(tmp_path / "r.json"),
-                         env={"OMP_WAIT_POLICY": "ACTIVE"})
+    result = audiodeploy(
+        "bench",
+        str(linear_pte),
+        "--runs",
+        "1",
+        "--warmup",
+        "0",
+        "--json",
+        str(tmp_path / "r.json"),
+        env={"OMP_WAIT_POLICY": "ACTIVE"},
+    )
     assert result.returncode == 0, result.stderr
     assert json.loads((tmp_path / "r.json").read_text())["machine"]["omp_wait_policy"] == "ACTIVE"
 
@@ -100,7 +132,14 @@ def test_missing_onnxruntime(tmp_path):
     (stub / "__init__.py").write_text("raise ImportError(\"No module named 'onnxruntime'\")\n")
     path = os.pathsep.join(p for p in (str(tmp_path / "stub"), os.environ.get("PYTHONPATH")) if p)
     result = audiodeploy(
-        "bench", "wav2vec2", "--variant", "tiny", "--compare", "onnxruntime", "--json", str(tmp_path / "r.json"),
+        "bench",
+        "wav2vec2",
+        "--variant",
+        "tiny",
+        "--compare",
+        "onnxruntime",
+        "--json",
+        str(tmp_path / "r.json"),
         env={"PYTHONPATH": path},
     )
     assert_clean_error(result, "onnxruntime", "not installed", "pip install -e '.[bench]'")
@@ -110,7 +149,14 @@ def test_missing_onnxruntime(tmp_path):
 def test_unreachable_adb_device(tmp_path, linear_pte):
     fake = FakeAdb(tmp_path / "adb")
     result = audiodeploy(
-        "bench", str(linear_pte), "--device", "adb:SER9", "--runner", str(fake.runner), "--json", str(tmp_path / "r.json"),
+        "bench",
+        str(linear_pte),
+        "--device",
+        "adb:SER9",
+        "--runner",
+        str(fake.runner),
+        "--json",
+        str(tmp_path / "r.json"),
         env=fake.env("unreachable"),
     )
     assert_clean_error(result, "adb device SER9 is not reachable", "not found")
@@ -120,7 +166,14 @@ def test_unreachable_adb_device(tmp_path, linear_pte):
 def test_runner_that_fails_on_the_device(tmp_path, linear_pte):
     fake = FakeAdb(tmp_path / "adb")
     result = audiodeploy(
-        "bench", str(linear_pte), "--device", "adb", "--runner", str(fake.runner), "--json", str(tmp_path / "r.json"),
+        "bench",
+        str(linear_pte),
+        "--device",
+        "adb",
+        "--runner",
+        str(fake.runner),
+        "--json",
+        str(tmp_path / "r.json"),
         env=fake.env("method-fails"),
     )
     assert_clean_error(result, "executor_runner did not complete on the device", "Loading of method forward failed")
@@ -138,7 +191,9 @@ def test_pte_that_cannot_load(tmp_path):
 def test_threads_beyond_four_per_cpu_are_refused_before_anything_is_built(tmp_path):
     """``--threads 100000`` used to end in thread creation's MemoryError and a bench that hung."""
     limit = 4 * os.cpu_count()
-    result = audiodeploy("bench", "wav2vec2", "--variant", "tiny", "--threads", "100000", "--json", str(tmp_path / "r.json"))
+    result = audiodeploy(
+        "bench", "wav2vec2", "--variant", "tiny", "--threads", "100000", "--json", str(tmp_path / "r.json")
+    )
     assert result.returncode == 2
     assert_clean_error(result, "--threads 100000 is more than", f"give at most {limit}")
     assert result.stderr.count("\n") == 1 and "MemoryError" not in result.stderr  # no progress line: nothing started
@@ -148,7 +203,16 @@ def test_threads_beyond_four_per_cpu_are_refused_before_anything_is_built(tmp_pa
 def test_threads_at_four_per_cpu_are_taken(tmp_path, linear_pte):
     limit = 4 * os.cpu_count()
     result = audiodeploy(
-        "bench", str(linear_pte), "--threads", str(limit), "--runs", "1", "--warmup", "0", "--json", str(tmp_path / "r.json")
+        "bench",
+        str(linear_pte),
+        "--threads",
+        str(limit),
+        "--runs",
+        "1",
+        "--warmup",
+        "0",
+        "--json",
+        str(tmp_path / "r.json"),
     )
     assert result.returncode == 0, result.stderr
     assert json.loads((tmp_path / "r.json").read_text())["settings"]["threads"] == limit
@@ -163,8 +227,19 @@ def test_unknown_compare_name(tmp_path):
 def test_pte_on_the_phone_writes_the_same_schema(tmp_path, linear_pte):
     fake = FakeAdb(tmp_path / "adb")
     result = audiodeploy(
-        "bench", str(linear_pte), "--device", "adb:SER1", "--runner", str(fake.runner), "--runs", "2", "--warmup", "1",
-        "--json", str(tmp_path / "r.json"), env=fake.env(),
+        "bench",
+        str(linear_pte),
+        "--device",
+        "adb:SER1",
+        "--runner",
+        str(fake.runner),
+        "--runs",
+        "2",
+        "--warmup",
+        "1",
+        "--json",
+        str(tmp_path / "r.json"),
+        env=fake.env(),
     )
     assert result.returncode == 0, result.stderr
     record = validate(json.loads((tmp_path / "r.json").read_text()))

@@ -29,8 +29,16 @@ def test_int8_names_are_accepted_and_ordered_after_fp32():
 @pytest.mark.parametrize(
     ("request_", "error", "message"),
     [
-        (BenchRequest("univnet", variant="tiny", compare=("audiodeploy-int8",)), QuantizationSchemeError, "'univnet' cannot be quantized"),
-        (BenchRequest("wav2vec2", device="qemu-aarch64", compare=("onnxruntime-int8",)), BenchError, "drop onnxruntime-int8 from --compare"),
+        (
+            BenchRequest("univnet", variant="tiny", compare=("audiodeploy-int8",)),
+            QuantizationSchemeError,
+            "'univnet' cannot be quantized",
+        ),
+        (
+            BenchRequest("wav2vec2", device="qemu-aarch64", compare=("onnxruntime-int8",)),
+            BenchError,
+            "drop onnxruntime-int8 from --compare",
+        ),
     ],
 )
 def test_int8_mistakes_are_found_before_anything_is_built(request_, error, message):
@@ -49,7 +57,9 @@ def test_int8_runtimes_are_measured_in_the_same_run_as_fp32(record):
     assert int8["program_bytes"] < record["runtimes"]["audiodeploy"]["program_bytes"]
     assert record["runtimes"]["onnxruntime-int8"]["program_bytes"] < record["runtimes"]["onnxruntime"]["program_bytes"]
     (case,) = record["cases"]
-    assert set(case["paired_ratios"]) == {f"audiodeploy/{n}" for n in ("eager", "onnxruntime", "audiodeploy-int8", "onnxruntime-int8")}
+    assert set(case["paired_ratios"]) == {
+        f"audiodeploy/{n}" for n in ("eager", "onnxruntime", "audiodeploy-int8", "onnxruntime-int8")
+    }
 
 
 def test_int8_fidelity_against_eager_is_recorded(record):
@@ -66,7 +76,10 @@ def test_int8_fidelity_against_eager_is_recorded(record):
 
 
 def test_records_without_the_fidelity_figures_still_validate(record):
-    old = {**record, "cases": [{**c, "runtimes": {n: dict(f) for n, f in c["runtimes"].items()}} for c in record["cases"]]}
+    old = {
+        **record,
+        "cases": [{**c, "runtimes": {n: dict(f) for n, f in c["runtimes"].items()}} for c in record["cases"]],
+    }
     for figures in old["cases"][0]["runtimes"].values():
         del figures["snr_db_vs_eager"], figures["argmax_agreement_vs_eager"]
     validate(old)

@@ -80,7 +80,9 @@ def test_pos_conv_in_the_runner_leaves_the_stock_conv_on_portable_kernels_and_fo
     ],
     ids=["size-for-a-recipe", "groups-do-not-divide", "empty-kernel", "recipe-options"],
 )
-def test_pos_conv_options_are_checked_before_anything_is_built(tmp_path: Path, args: tuple[str, ...], words: tuple[str, ...]):
+def test_pos_conv_options_are_checked_before_anything_is_built(
+    tmp_path: Path, args: tuple[str, ...], words: tuple[str, ...]
+):
     result = audiodeploy("bench", *args, "--json", str(tmp_path / "r.json"))
     assert_clean_error(result, *words)  # the error line alone: no progress line, so nothing was lowered
     assert not (tmp_path / "r.json").exists()

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-
 import pytest
 
 from audiodeploy.bench.plot import render_png
@@ -23,41 +22,112 @@ def _figures(median: float, load: float | None = 0.01, diff: float | None = 1e-6
 
 def make_record(lengths=(1.0,)) -> dict:
     runtimes = {
-        "audiodeploy": {"name": "audiodeploy", "label": "audiodeploy", "engine": "executorch", "delegates": 52,
-                        "ops_outside_delegates": {"aten.native_layer_norm": 25}, "program_bytes": 378 * 2**20,
-                        "prepare_s": 80.0, "notes": [], "lowering_report": None},
-        "stock": {"name": "stock", "label": "stock ExecuTorch lowering", "engine": "executorch", "delegates": 53,
-                  "ops_outside_delegates": {"aten.convolution": 1}, "program_bytes": 378 * 2**20, "prepare_s": 85.0,
-                  "notes": [], "lowering_report": None},
-        "eager": {"name": "eager", "label": "eager PyTorch", "engine": "pytorch", "delegates": None,
-                  "ops_outside_delegates": None, "program_bytes": 377 * 2**20, "prepare_s": None, "notes": [],
-                  "lowering_report": None},
-        "onnxruntime": {"name": "onnxruntime", "label": "ONNX Runtime 1.32.0", "engine": "onnxruntime",
-                        "delegates": None, "ops_outside_delegates": None, "program_bytes": 378 * 2**20,
-                        "prepare_s": 30.0, "notes": [], "lowering_report": None},
+        "audiodeploy": {
+            "name": "audiodeploy",
+            "label": "audiodeploy",
+            "engine": "executorch",
+            "delegates": 52,
+            "ops_outside_delegates": {"aten.native_layer_norm": 25},
+            "program_bytes": 378 * 2**20,
+            "prepare_s": 80.0,
+            "notes": [],
+            "lowering_report": None,
+        },
+        "stock": {
+            "name": "stock",
+            "label": "stock ExecuTorch lowering",
+            "engine": "executorch",
+            "delegates": 53,
+            "ops_outside_delegates": {"aten.convolution": 1},
+            "program_bytes": 378 * 2**20,
+            "prepare_s": 85.0,
+            "notes": [],
+            "lowering_report": None,
+        },
+        "eager": {
+            "name": "eager",
+            "label": "eager PyTorch",
+            "engine": "pytorch",
+            "delegates": None,
+            "ops_outside_delegates": None,
+            "program_bytes": 377 * 2**20,
+            "prepare_s": None,
+            "notes": [],
+            "lowering_report": None,
+        },
+        "onnxruntime": {
+            "name": "onnxruntime",
+            "label": "ONNX Runtime 1.32.0",
+            "engine": "onnxruntime",
+            "delegates": None,
+            "ops_outside_delegates": None,
+            "program_bytes": 378 * 2**20,
+            "prepare_s": 30.0,
+            "notes": [],
+            "lowering_report": None,
+        },
     }
     medians = {"audiodeploy": 0.241, "stock": 1.314, "eager": 0.346, "onnxruntime": 0.170}
     cases = []
     for seconds in lengths:
-        figures = {n: _figures(m * seconds, load=None if n == "eager" else 0.1, diff=0.0 if n == "eager" else 1e-5) for n, m in medians.items()}
-        cases.append({
-            "seconds": seconds, "audio_seconds": seconds, "input_length": int(16000 * seconds),
-            "input_shape": [1, int(16000 * seconds)], "runtimes": figures,
-            "ratios": {f"audiodeploy/{n}": medians["audiodeploy"] / m for n, m in medians.items() if n != "audiodeploy"},
-            "paired_ratios": {},
-        })
+        figures = {
+            n: _figures(m * seconds, load=None if n == "eager" else 0.1, diff=0.0 if n == "eager" else 1e-5)
+            for n, m in medians.items()
+        }
+        cases.append(
+            {
+                "seconds": seconds,
+                "audio_seconds": seconds,
+                "input_length": int(16000 * seconds),
+                "input_shape": [1, int(16000 * seconds)],
+                "runtimes": figures,
+                "ratios": {
+                    f"audiodeploy/{n}": medians["audiodeploy"] / m for n, m in medians.items() if n != "audiodeploy"
+                },
+                "paired_ratios": {},
+            }
+        )
     return {
-        "schema": SCHEMA, "benchmark": "bench", "name": "wav2vec2-base",
-        "target": {"kind": "recipe", "recipe": "wav2vec2", "variant": "base", "source": "transformers",
-                   "weights": "synthetic (seed 0)", "parameters": 94_000_000, "path": None, "sample_rate": 16000,
-                   "input_kind": "waveform", "length_range_seconds": [1, 10]},
+        "schema": SCHEMA,
+        "benchmark": "bench",
+        "name": "wav2vec2-base",
+        "target": {
+            "kind": "recipe",
+            "recipe": "wav2vec2",
+            "variant": "base",
+            "source": "transformers",
+            "weights": "synthetic (seed 0)",
+            "parameters": 94_000_000,
+            "path": None,
+            "sample_rate": 16000,
+            "input_kind": "waveform",
+            "length_range_seconds": [1, 10],
+        },
         "transport": {"kind": "local"},
-        "settings": {"runs": 3, "warmup": 1, "stock_runs": 3, "stock_warmup": 1, "threads": 2, "seed": 0,
-                     "compare": ["stock", "eager", "onnxruntime"]},
-        "machine": {"date": "2026-11-29T16:00:00+00:00", "command": "audiodeploy bench wav2vec2", "processor": "AMD EPYC",
-                    "machine": "x86_64", "cpu_count": 2, "threads": 2, "torch": "2.14.1", "executorch": "1.5.1",
-                    "onnxruntime": "1.32.0"},
-        "baseline": "audiodeploy", "runtimes": runtimes, "cases": cases, "ratios_note": "",
+        "settings": {
+            "runs": 3,
+            "warmup": 1,
+            "stock_runs": 3,
+            "stock_warmup": 1,
+            "threads": 2,
+            "seed": 0,
+            "compare": ["stock", "eager", "onnxruntime"],
+        },
+        "machine": {
+            "date": "2026-11-29T16:00:00+00:00",
+            "command": "audiodeploy bench wav2vec2",
+            "processor": "AMD EPYC",
+            "machine": "x86_64",
+            "cpu_count": 2,
+            "threads": 2,
+            "torch": "2.14.1",
+            "executorch": "1.5.1",
+            "onnxruntime": "1.32.0",
+        },
+        "baseline": "audiodeploy",
+        "runtimes": runtimes,
+        "cases": cases,
+        "ratios_note": "",
     }
 
 

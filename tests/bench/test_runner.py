@@ -69,7 +69,9 @@ def test_pte_target_runs_alone_at_its_shape(linear_pte):
 
 def test_vocoder_at_two_lengths_against_eager():
     """HiFi-GAN (tiny): the mel input's audio duration drives the real-time factor; one program, two lengths."""
-    record = run_bench(BenchRequest("hifigan", variant="tiny", compare=("eager",), seconds=(0.5, 1.0), runs=2, warmup=1))
+    record = run_bench(
+        BenchRequest("hifigan", variant="tiny", compare=("eager",), seconds=(0.5, 1.0), runs=2, warmup=1)
+    )
     assert record["target"]["input_kind"] == "mel" and record["target"]["parameters"] > 0
     assert [c["seconds"] for c in record["cases"]] == [0.5, 1.0]
     audiodeploy_info = record["runtimes"]["audiodeploy"]
@@ -96,8 +98,18 @@ def test_pte_target_on_a_phone_through_adb(fake_adb, linear_pte):
 
 def test_recipe_on_a_phone_lowers_one_fixed_length_program_per_length(fake_adb):
     record = run_bench(
-        BenchRequest("wav2vec2", variant="tiny", compare=("stock",), device="adb", runner=fake_adb.runner,
-                     seconds=(0.5,), runs=2, warmup=0, stock_runs=1, stock_warmup=0)
+        BenchRequest(
+            "wav2vec2",
+            variant="tiny",
+            compare=("stock",),
+            device="adb",
+            runner=fake_adb.runner,
+            seconds=(0.5,),
+            runs=2,
+            warmup=0,
+            stock_runs=1,
+            stock_warmup=0,
+        )
     )
     (case,) = record["cases"]
     assert set(case["runtimes"]) == {"audiodeploy", "stock"} and set(case["ratios"]) == {"audiodeploy/stock"}

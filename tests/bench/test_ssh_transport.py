@@ -61,7 +61,9 @@ def _keygen(path: Path) -> None:
 @pytest.fixture(scope="module")
 def sshd(tmp_path_factory):
     if not Path(SSHD).is_file() or shutil.which("ssh") is None or shutil.which("scp") is None:
-        pytest.skip("sshd, ssh or scp not installed (apt-get install -y openssh-server openssh-client); CI installs them")
+        pytest.skip(
+            "sshd, ssh or scp not installed (apt-get install -y openssh-server openssh-client); CI installs them"
+        )
     root = tmp_path_factory.mktemp("sshd")
     _keygen(root / "host_key")
     _keygen(root / "client_key")
@@ -147,12 +149,16 @@ def test_a_runner_that_fails_over_ssh_is_one_line_and_cleans_up(sshd, cache_env,
     transport = SshTransport.for_device(sshd.device[4:], options=sshd.options)
     with pytest.raises(BenchError) as raised:
         try:
-            transport.measure([_runtime("broken", b"not a program" * 8)], (torch.zeros(1, CHANNELS, 8),), {"broken": RunCounts(1, 0)})
+            transport.measure(
+                [_runtime("broken", b"not a program" * 8)], (torch.zeros(1, CHANNELS, 8),), {"broken": RunCounts(1, 0)}
+            )
         finally:
             remote_dir = Path(transport.remote_dir)
             transport.close([])
     message = str(raised.value)
-    assert "\n" not in message and message.startswith(f"broken on ssh {sshd.device[4:]}: the host runner failed: loading program")
+    assert "\n" not in message and message.startswith(
+        f"broken on ssh {sshd.device[4:]}: the host runner failed: loading program"
+    )
     assert not remote_dir.exists()
 
 
@@ -163,4 +169,6 @@ def test_a_board_that_does_not_answer_is_one_line(sshd, cache_env, linear_pte, m
         run_bench(BenchRequest(str(linear_pte), device=f"ssh:127.0.0.1:{closed}"))
     message = str(raised.value)
     assert "\n" not in message
-    assert message.startswith(f"ssh 127.0.0.1:{closed} is not reachable (ssh: connect to host 127.0.0.1 port {closed}: Connection refused)")
+    assert message.startswith(
+        f"ssh 127.0.0.1:{closed} is not reachable (ssh: connect to host 127.0.0.1 port {closed}: Connection refused)"
+    )

@@ -58,8 +58,14 @@ def test_paired_ratio_compares_calls_made_in_the_same_round():
 def test_latency_record_has_every_figure():
     record = latency_dict([0.3, 0.1, 0.2], warmup=2)
     assert record == {
-        "runs": 3, "warmup": 2, "median_s": 0.2, "p90_s": pytest.approx(0.28), "min_s": 0.1, "max_s": 0.3,
-        "mean_s": pytest.approx(0.2), "samples_s": [0.3, 0.1, 0.2],
+        "runs": 3,
+        "warmup": 2,
+        "median_s": 0.2,
+        "p90_s": pytest.approx(0.28),
+        "min_s": 0.1,
+        "max_s": 0.3,
+        "mean_s": pytest.approx(0.2),
+        "samples_s": [0.3, 0.1, 0.2],
     }
 
 

@@ -91,7 +91,9 @@ def test_device_option():
         parse_device("usb")
 
 
-@pytest.mark.parametrize("spec", ["ssh:-oProxyCommand=x", "ssh:-l@host", "ssh:host:0", "ssh:host:ssh", "ssh:a b", "ssh:@host"])
+@pytest.mark.parametrize(
+    "spec", ["ssh:-oProxyCommand=x", "ssh:-l@host", "ssh:host:0", "ssh:host:ssh", "ssh:a b", "ssh:@host"]
+)
 def test_ssh_destinations_that_ssh_would_misread_are_refused(spec):
     with pytest.raises(BenchError, match=r"--device ssh:"):
         parse_device(spec)
@@ -99,7 +101,12 @@ def test_ssh_destinations_that_ssh_would_misread_are_refused(spec):
 
 def test_ssh_destination_parts():
     destination = SshDestination.parse("pi@10.0.0.7:2222")
-    assert (destination.user, destination.host, destination.port, destination.target) == ("pi", "10.0.0.7", 2222, "pi@10.0.0.7")
+    assert (destination.user, destination.host, destination.port, destination.target) == (
+        "pi",
+        "10.0.0.7",
+        2222,
+        "pi@10.0.0.7",
+    )
     assert SshDestination.parse("board") == SshDestination("board")
 
 

@@ -27,8 +27,26 @@ def load(name: str):
 def test_pos_conv_at_a_small_size_writes_its_schema_and_renders(tmp_path, capsys):
     pos_conv = load("pos_conv")
     record = pos_conv.main(
-        ["--channels", "16", "--kernel", "8", "--groups", "4", "--length", "20", "--runs", "2", "--warmup", "0",
-         "--stock-runs", "1", "--stock-warmup", "0", "--json", str(tmp_path / "pos_conv.json")]
+        [
+            "--channels",
+            "16",
+            "--kernel",
+            "8",
+            "--groups",
+            "4",
+            "--length",
+            "20",
+            "--runs",
+            "2",
+            "--warmup",
+            "0",
+            "--stock-runs",
+            "1",
+            "--stock-warmup",
+            "0",
+            "--json",
+            str(tmp_path / "pos_conv.json"),
+        ]
     )
     written = json.loads((tmp_path / "pos_conv.json").read_text())
     assert written["benchmark"] == "pos_conv" and written == json.loads(json.dumps(record))
@@ -44,7 +62,10 @@ def test_pos_conv_at_a_small_size_writes_its_schema_and_renders(tmp_path, capsys
 def test_models_md_puts_bench_results_side_by_side():
     markdown = load("generate_models_md").render([make_record((1.0, 10.0))])
     assert "## Latency side by side (`audiodeploy bench --compare`)" in markdown
-    assert "| wav2vec2 base | 1 s | 2026-11-29 | 241 ms (52) | 1,314 ms (53) | 346 ms | 170 ms | 0.183 | 0.697 | 1.42 |" in markdown
+    assert (
+        "| wav2vec2 base | 1 s | 2026-11-29 | 241 ms (52) | 1,314 ms (53) | 346 ms | 170 ms | 0.183 | 0.697 | 1.42 |"
+        in markdown
+    )
     assert "| wav2vec2 base | 10 s |" in markdown
     assert "### wav2vec2 base (wav2vec2-base)" in markdown and "94.0 M parameters" in markdown
 
@@ -58,7 +79,9 @@ def test_models_md_lists_an_int8_run_in_the_latency_table_only_where_no_fp32_com
         case["runtimes"]["audiodeploy-int8"] = copy.deepcopy(case["runtimes"]["audiodeploy"])
     latency_table = load("generate_models_md").bench_summary([fp32, int8])
     one_second = [row for row in latency_table if row.startswith("| wav2vec2 base | 1 s |")]
-    assert one_second == ["| wav2vec2 base | 1 s | 2026-11-29 | 241 ms (52) | 1,314 ms (53) | 346 ms | 170 ms | 0.183 | 0.697 | 1.42 |"]
+    assert one_second == [
+        "| wav2vec2 base | 1 s | 2026-11-29 | 241 ms (52) | 1,314 ms (53) | 346 ms | 170 ms | 0.183 | 0.697 | 1.42 |"
+    ]
     assert any(row.startswith("| wav2vec2 base | 10 s |") for row in latency_table)
 
 
@@ -75,7 +98,12 @@ def test_models_md_puts_int8_fidelity_records_in_one_table():
             "cases": [{"seconds": 10.0, "frames": 499, "seeds": [1, 2], "runtimes": figures}],
         }  # fmt: skip
 
-    markdown = load("generate_models_md").render([record("large", [0.968, 0.966], [0.980, 0.954]), record("base-plus", [0.9, 0.9], [0.8, 0.8])])
+    markdown = load("generate_models_md").render(
+        [record("large", [0.968, 0.966], [0.980, 0.954]), record("base-plus", [0.9, 0.9], [0.8, 0.8])]
+    )
     assert markdown.count("## int8 fidelity on more inputs") == 1
-    assert "| wavlm large | 10 s (499 frames) | 2026-12-01 | `*.lm_head` | 96.7% / 96.7% | 31.1 / 27.6 dB | 96.8 / 98.0, 96.6 / 95.4 |" in markdown
+    assert (
+        "| wavlm large | 10 s (499 frames) | 2026-12-01 | `*.lm_head` | 96.7% / 96.7% | 31.1 / 27.6 dB | 96.8 / 98.0, 96.6 / 95.4 |"
+        in markdown
+    )
     assert "| wavlm base-plus | 10 s (499 frames) |" in markdown

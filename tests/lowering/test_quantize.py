@@ -17,8 +17,7 @@ from torch.export import Dim
 from torch.nn.utils.parametrizations import weight_norm
 
 import audiodeploy
-from audiodeploy.lowering import LoweringReport
-from audiodeploy.lowering import fidelity
+from audiodeploy.lowering import LoweringReport, fidelity
 from audiodeploy.lowering.passes.fold_computed_gemm_weights import apply_folds, plan_folds
 from audiodeploy.lowering.quantize import (
     CALIBRATION_STAGE,
@@ -112,7 +111,9 @@ def test_int8_scales_are_per_channel_and_come_from_the_folded_weight():
 
 
 def test_int8_keep_fp32_leaves_the_named_linear_in_fp32_inside_the_delegate():
-    lowered = audiodeploy.lower(conv_then_linear(), EXAMPLE, quantize="int8-static", keep_fp32=["lin"], calibration=signals(200))
+    lowered = audiodeploy.lower(
+        conv_then_linear(), EXAMPLE, quantize="int8-static", keep_fp32=["lin"], calibration=signals(200)
+    )
     method = lowered.report.methods["forward"]
     assert (method.delegates, method.ops_outside_delegates) == (1, {})
     quantized = lowered.report.quantization.methods["forward"]
@@ -221,13 +222,15 @@ def test_fidelity_measures():
     assert pooled["snr_db"] == pytest.approx(10 * torch.log10(torch.tensor(8 / (5 * 0.01))).item(), rel=1e-6)
     log_mel = fidelity.log_mel_distance(lambda waveform: waveform.abs().clamp(min=1e-5).log())
     assert log_mel(torch.ones(4), torch.full((4,), torch.e)) == pytest.approx(1.0)
+
     # waveforms of one length pool as rows: the front end takes each on its own, as a vocoder's refuses a batch
     def one_waveform(waveform: torch.Tensor) -> torch.Tensor:
         assert waveform.dim() == 1, waveform.shape
         return waveform.abs().clamp(min=1e-5).log()
 
     rows = fidelity.measure(
-        [torch.ones(1, 4), torch.ones(1, 4)], [torch.full((1, 4), torch.e), torch.ones(1, 4)],
+        [torch.ones(1, 4), torch.ones(1, 4)],
+        [torch.full((1, 4), torch.e), torch.ones(1, 4)],
         {"log_mel": fidelity.log_mel_distance(one_waveform)},
     )
     assert rows["log_mel"] == pytest.approx(0.5)

@@ -27,12 +27,16 @@ def test_runner_devices_parse():
 def test_native_transport_measures_and_returns_the_output(host_runner, tiny_program):
     transport = RunnerTransport("native", host_runner)
     x = torch.randn(1, CHANNELS, 32)
-    measured = transport.measure([_runtime(tiny_program)], (x,), {"audiodeploy": RunCounts(runs=3, warmup=1)}, threads=1)
+    measured = transport.measure(
+        [_runtime(tiny_program)], (x,), {"audiodeploy": RunCounts(runs=3, warmup=1)}, threads=1
+    )
     m = measured["audiodeploy"]
     assert m.latency["runs"] == 3 and m.latency["warmup"] == 1 and len(m.latency["samples_s"]) == 3
     assert m.load_s > 0 and m.peak_rss_bytes > 0
     torch.testing.assert_close(m.output, tiny_program.eager(x), atol=ATOL, rtol=0)
-    assert m.notes[0] == "runner threadpool: 1 thread(s)" and m.notes[1].startswith("peak_rss_bytes: the runner process")
+    assert m.notes[0] == "runner threadpool: 1 thread(s)" and m.notes[1].startswith(
+        "peak_rss_bytes: the runner process"
+    )
     described = transport.describe()
     assert described["kind"] == "native" and described["emulated"] is False
     assert described["device"]["architecture"] == "x86_64"
@@ -50,11 +54,17 @@ def test_qemu_transport_labels_its_latency_emulated(arm64_runner, tiny_program):
 def test_a_program_the_runner_refuses_is_a_bench_error(host_runner):
     info = RuntimeInfo(name="broken", label="broken", engine="executorch")
     runtime = ExecuTorchRuntime(info, b"not a program" * 8, origin="broken.pte")
-    with pytest.raises(BenchError, match=r"broken on --device native: the host runner failed: loading program .*InvalidProgram"):
-        RunnerTransport("native", host_runner).measure([runtime], (torch.zeros(1, CHANNELS, 8),), {"broken": RunCounts(1, 0)})
+    with pytest.raises(
+        BenchError, match=r"broken on --device native: the host runner failed: loading program .*InvalidProgram"
+    ):
+        RunnerTransport("native", host_runner).measure(
+            [runtime], (torch.zeros(1, CHANNELS, 8),), {"broken": RunCounts(1, 0)}
+        )
 
 
-def test_native_device_shows_the_python_runtime_and_the_runner_side_by_side(host_runner, runner_cache, monkeypatch, tiny_program):
+def test_native_device_shows_the_python_runtime_and_the_runner_side_by_side(
+    host_runner, runner_cache, monkeypatch, tiny_program
+):
     """`--device native` on a .pte: the program in this process (``pte``) and in the host runner
     (``pte-native``), with the same thread count, in one record."""
     from audiodeploy.bench import BenchRequest, run_bench

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import shutil
 import time
-from pathlib import Path
 
 import pytest
 
@@ -45,7 +44,11 @@ def test_a_failed_build_leaves_no_cache_entry(tmp_path, monkeypatch):
 
 @pytest.mark.parametrize(
     ("target", "missing", "package"),
-    [("host", "cmake", "cmake"), ("host", "g++", "g++"), ("linux-aarch64", "aarch64-linux-gnu-g++", "g++-aarch64-linux-gnu")],
+    [
+        ("host", "cmake", "cmake"),
+        ("host", "g++", "g++"),
+        ("linux-aarch64", "aarch64-linux-gnu-g++", "g++-aarch64-linux-gnu"),
+    ],
 )
 def test_a_missing_tool_is_one_line_naming_the_debian_package(tmp_path, monkeypatch, target, missing, package):
     real_which = shutil.which

@@ -34,7 +34,9 @@ def test_report_has_load_time_latencies_memory_cpu_threads_and_shapes(host_runne
     assert report["executorch_version"].startswith(host_runner.executorch_version)
     assert report["method"] == "forward" and report["data"] is None
     assert report["load_ms"]["program"] > 0 and report["load_ms"]["method"] > 0
-    assert report["load_ms"]["total"] == pytest.approx(report["load_ms"]["program"] + report["load_ms"]["method"], abs=1e-3)
+    assert report["load_ms"]["total"] == pytest.approx(
+        report["load_ms"]["program"] + report["load_ms"]["method"], abs=1e-3
+    )
     assert report["warmup"] == 2 and report["iterations"] == 3
     assert len(report["latencies_ms"]) == 3 and all(latency > 0 for latency in report["latencies_ms"])
     assert report["peak_rss_bytes"] > 1 << 20
@@ -45,12 +47,22 @@ def test_report_has_load_time_latencies_memory_cpu_threads_and_shapes(host_runne
 
 
 def test_seeded_fill_is_reproducible_and_zeros_fill_takes_the_method_bound(host_runner, tiny_program):
-    first = run_runner(host_runner, tiny_program.path, options=RunOptions(fill="seeded", fill_shapes=[(1, CHANNELS, 8)], seed=3, iterations=1))
-    second = run_runner(host_runner, tiny_program.path, options=RunOptions(fill="seeded", fill_shapes=[(1, CHANNELS, 8)], seed=3, iterations=1))
+    first = run_runner(
+        host_runner,
+        tiny_program.path,
+        options=RunOptions(fill="seeded", fill_shapes=[(1, CHANNELS, 8)], seed=3, iterations=1),
+    )
+    second = run_runner(
+        host_runner,
+        tiny_program.path,
+        options=RunOptions(fill="seeded", fill_shapes=[(1, CHANNELS, 8)], seed=3, iterations=1),
+    )
     torch.testing.assert_close(first.outputs[0], second.outputs[0], atol=0, rtol=0)
     zeros = run_runner(host_runner, tiny_program.path, options=RunOptions(fill="zeros", iterations=1))
     assert zeros.report["inputs"] == [{"shape": [1, CHANNELS, MAX_LENGTH], "dtype": "float32", "source": "zeros"}]
-    torch.testing.assert_close(zeros.outputs[0], tiny_program.eager(torch.zeros(1, CHANNELS, MAX_LENGTH)), atol=ATOL, rtol=0)
+    torch.testing.assert_close(
+        zeros.outputs[0], tiny_program.eager(torch.zeros(1, CHANNELS, MAX_LENGTH)), atol=ATOL, rtol=0
+    )
 
 
 def test_outputs_are_written_with_a_manifest(host_runner, tiny_program, tmp_path):
@@ -86,22 +98,54 @@ def input_file(tmp_path) -> Path:
 @pytest.mark.parametrize(
     ("case", "arguments", "status", "message"),
     [
-        ("missing model", ["--model", "{tmp}/nope.pte", "--fill", "zeros"], 1, "model file {tmp}/nope.pte does not exist"),
-        ("not a program", ["--model", "{x}", "--fill", "zeros"], 1, "loading program {x} failed: Error::InvalidProgram"),
-        ("file size", ["--model", "{pte}", "--input", "{x}:1x4x15"], 1, "has 256 bytes, shape 1x4x15 of float32 needs 240"),
+        (
+            "missing model",
+            ["--model", "{tmp}/nope.pte", "--fill", "zeros"],
+            1,
+            "model file {tmp}/nope.pte does not exist",
+        ),
+        (
+            "not a program",
+            ["--model", "{x}", "--fill", "zeros"],
+            1,
+            "loading program {x} failed: Error::InvalidProgram",
+        ),
+        (
+            "file size",
+            ["--model", "{pte}", "--input", "{x}:1x4x15"],
+            1,
+            "has 256 bytes, shape 1x4x15 of float32 needs 240",
+        ),
         ("rank", ["--model", "{pte}", "--input", "{x}:4x16"], 1, "input 0 of method 'forward' has rank 3"),
         ("above bound", ["--model", "{pte}", "--fill", "zeros", "--shape", "1x4x65"], 1, "is at most 1x4x64"),
-        ("missing input", ["--model", "{pte}", "--input", "{tmp}/gone.bin:1x4x16"], 1, "input file {tmp}/gone.bin does not exist"),
-        ("input count", ["--model", "{pte}", "--input", "{x}:1x4x16", "--input", "{x}:1x4x16"], 1, "takes 1 input, got 2"),
+        (
+            "missing input",
+            ["--model", "{pte}", "--input", "{tmp}/gone.bin:1x4x16"],
+            1,
+            "input file {tmp}/gone.bin does not exist",
+        ),
+        (
+            "input count",
+            ["--model", "{pte}", "--input", "{x}:1x4x16", "--input", "{x}:1x4x16"],
+            1,
+            "takes 1 input, got 2",
+        ),
         ("no inputs", ["--model", "{pte}"], 1, "takes 1 input: give --input"),
-        ("method", ["--model", "{pte}", "--fill", "zeros", "--method", "encode"], 1, "has no method 'encode' (methods: forward)"),
+        (
+            "method",
+            ["--model", "{pte}", "--fill", "zeros", "--method", "encode"],
+            1,
+            "has no method 'encode' (methods: forward)",
+        ),
         ("bad flag", ["--model", "{pte}", "--fill", "zeros", "--frobnicate"], 2, "unknown option '--frobnicate'"),
         ("bad number", ["--model", "{pte}", "--fill", "zeros", "--threads", "two"], 2, "--threads is not an integer"),
         ("bad fill", ["--model", "{pte}", "--fill", "ones"], 2, "--fill expects zeros or seeded"),
         ("no model flag", ["--fill", "zeros"], 2, "--model is required"),
     ],
 )
-def test_failure_is_one_error_line_and_no_report(host_runner, tiny_program, input_file, tmp_path, case, arguments, status, message):
+def test_failure_is_one_error_line_and_no_report(
+    host_runner, tiny_program, input_file, tmp_path, case, arguments, status, message
+):
     names = {"tmp": str(tmp_path), "x": str(input_file), "pte": str(tiny_program.path)}
     done = _run(host_runner, *(argument.format(**names) for argument in arguments))
     assert done.returncode == status, case

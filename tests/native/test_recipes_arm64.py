@@ -31,7 +31,9 @@ def test_tiny_recipe_fp32_on_emulated_arm64_matches_eager(arm64_runner, recipe_p
 
 
 @pytest.mark.parametrize("cpu", ["cortex-a76", None], ids=["cortex-a76", "qemu-default"])
-def test_tiny_wav2vec2_int8_dynamic_on_emulated_arm64_matches_the_x86_64_run(arm64_runner, recipe_programs, cpu, monkeypatch):
+def test_tiny_wav2vec2_int8_dynamic_on_emulated_arm64_matches_the_x86_64_run(
+    arm64_runner, recipe_programs, cpu, monkeypatch
+):
     if cpu is None:
         monkeypatch.delenv("QEMU_CPU", raising=False)
     else:

@@ -116,4 +116,6 @@ def test_a_description_that_does_not_fit_the_program_is_refused(tmp_path, inputs
     description = read_sidecar(write_sidecar(tmp_path, model_dict())).description
     with pytest.raises(DescriptionError, match=words):
         description.check_program(inputs, outputs, "m.pte")
-    description.check_program([Declared("torch.float32", (1, 32_000))], [Declared("torch.float32", (1, 99, 32))], "m.pte")
+    description.check_program(
+        [Declared("torch.float32", (1, 32_000))], [Declared("torch.float32", (1, 99, 32))], "m.pte"
+    )

@@ -17,8 +17,21 @@ GEMM_OPS = {"aten.convolution", "aten.linear", "aten.addmm", "aten.mm"}
 # Recipes whose program is still cut, with what may stay outside. UnivNet: its location-variable convolutions are
 # delegated (LocationVariableConvAsBmmPass); the reflect padding of conv_pre and conv_post (index arithmetic) and
 # the slice of the fixed noise are not.
-CUT = {"univnet": (3, {"aten.abs", "aten.sub", "aten.arange", "aten.index", "aten.slice_copy", "scalar_tensor.default",
-                       "dim_order_ops._to_dim_order_copy", "sym_size.int"})}
+CUT = {
+    "univnet": (
+        3,
+        {
+            "aten.abs",
+            "aten.sub",
+            "aten.arange",
+            "aten.index",
+            "aten.slice_copy",
+            "scalar_tensor.default",
+            "dim_order_ops._to_dim_order_copy",
+            "sym_size.int",
+        },
+    )
+}
 
 # Recipes lowered whole, every variant and source: one delegate, nothing outside.
 WHOLE = {"wav2vec2", "hubert"}

@@ -79,7 +79,9 @@ def eager(built, inputs) -> list[torch.Tensor]:
 def audio_dir(tmp_path_factory):
     """Five recordings at 16, 22.05 and 44.1 kHz (resampled on reading), 0.05-3 s, and a text file among them."""
     directory = tmp_path_factory.mktemp("calibration")
-    for index, (rate, seconds) in enumerate([(16_000, 0.05), (22_050, 0.4), (16_000, 1.3), (22_050, 3.0), (44_100, 0.8)]):
+    for index, (rate, seconds) in enumerate(
+        [(16_000, 0.05), (22_050, 0.4), (16_000, 1.3), (22_050, 3.0), (44_100, 0.8)]
+    ):
         soundfile.write(directory / f"take{index}.wav", speech_like(rate, seconds, seed=index), rate)
     (directory / "README.txt").write_text("not audio\n")
     return directory
@@ -132,14 +134,20 @@ def test_wavlm_large_keeps_its_whole_feature_encoder_and_the_ctc_head_fp32(sourc
     # The test-size variant declares what the published one does; the other variants keep the recipe's.
     assert wavlm.default_keep_fp32(source, "tiny-large") == wavlm.default_keep_fp32(source, "large")
     assert wavlm.default_keep_fp32(source, "base-plus") == wavlm.default_keep_fp32(source)
-    assert recipes.get("wav2vec2").default_keep_fp32(source, "large") == recipes.get("wav2vec2").default_keep_fp32(source)
+    assert recipes.get("wav2vec2").default_keep_fp32(source, "large") == recipes.get("wav2vec2").default_keep_fp32(
+        source
+    )
 
 
 @pytest.mark.parametrize(
     ("name", "scheme"),
     [
-        ("hifigan", "int8-dynamic"), ("speecht5-hifigan", "int8-dynamic"), ("univnet", "int8-dynamic"),
-        ("univnet", "int8-static"), ("bigvgan", "int8-static"), ("vocos", "int8-dynamic"),
+        ("hifigan", "int8-dynamic"),
+        ("speecht5-hifigan", "int8-dynamic"),
+        ("univnet", "int8-dynamic"),
+        ("univnet", "int8-static"),
+        ("bigvgan", "int8-static"),
+        ("vocos", "int8-dynamic"),
     ],
 )
 def test_vocoder_asked_for_a_scheme_it_cannot_take_is_one_line(name, scheme):
@@ -242,12 +250,15 @@ def test_fidelity_under_the_floor_is_one_warning_line_per_measure():
 
     assert fidelity_warnings(report({"snr_db": 15.0, "max_abs_diff": 9.0, "argmax_agreement": 0.0})) == ()
     (warning,) = fidelity_warnings(report({"snr_db": -2.84, "max_abs_diff": 0.5}))
-    assert warning.startswith("int8 output SNR -2.8 dB against fp32 (on 2 generated signals) is below the 15 dB floor: ")
+    assert warning.startswith(
+        "int8 output SNR -2.8 dB against fp32 (on 2 generated signals) is below the 15 dB floor: "
+    )
     assert "--calibrate" in warning and "--keep-fp32" in warning and "\n" not in warning
     (warning,) = fidelity_warnings(report({"waveform_snr_db": float("nan")}))
     assert "waveform SNR nan dB" in warning
     assert [w.split(":")[0] for w in fidelity_warnings(report({"snr_db": 3.0}, ("encode", "decode")))] == [
-        "method encode", "method decode"
+        "method encode",
+        "method decode",
     ]
 
 
@@ -258,7 +269,9 @@ def test_int8_static_vocoder_calibrates_on_its_longest_input_past_the_folds_narr
     built = recipes.get("hifigan").build(variant="tiny-v3", length_range=LengthRange(1.0, 2.0))
     spec = built.input
     assert spec.max_length > 160 > spec.example_length
-    ep = torch.export.export(built.module, built.example_inputs, dynamic_shapes=built.dynamic_shapes).run_decompositions({})
+    ep = torch.export.export(
+        built.module, built.example_inputs, dynamic_shapes=built.dynamic_shapes
+    ).run_decompositions({})
     rewrite_for_xnnpack(ep)
     folded, _ = apply_folds(ep, list(plan_folds(ep).candidates))
     longest = built.random_inputs(spec.max_length, seed=3)
@@ -293,7 +306,8 @@ def test_int8_dynamic_speech_encoder_is_one_delegate_within_the_bar_at_both_ends
     assert quantization.keep_fp32 == ("*.feature_extractor.conv_layers.0.*", "*.lm_head")
     gemms = quantization.methods["forward"]
     assert [g.gemm for g in gemms.fp32_gemms] == [
-        "conv2d @ model.hubert.feature_extractor.conv_layers.0.conv", "linear @ model.lm_head"
+        "conv2d @ model.hubert.feature_extractor.conv_layers.0.conv",
+        "linear @ model.lm_head",
     ]
     # The positional convolution too: written as the 2-D convolution XNNPACK's dynamic int8 takes.
     assert "conv2d @ model.hubert.encoder.pos_conv_embed.conv" in gemms.quantized_gemms
@@ -334,7 +348,9 @@ def quantized_vocoder(audio_dir, request):
 
 def held_out_speech(built) -> list[tuple[torch.Tensor, ...]]:
     """Two speech-like mels of the program's one length, not among the calibration files."""
-    return [(built.mel(speech_like(built.sample_rate, 0.3, seed=50 + i))[:, : built.input.max_length],) for i in range(2)]
+    return [
+        (built.mel(speech_like(built.sample_rate, 0.3, seed=50 + i))[:, : built.input.max_length],) for i in range(2)
+    ]
 
 
 def test_vocoder_calibration_inputs_are_the_recipe_front_end_frames(quantized_vocoder, audio_dir):

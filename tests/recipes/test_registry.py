@@ -67,9 +67,15 @@ def test_get_returns_the_declared_recipe():
         (
             "bigvgan",
             (
-                "v2-22khz-80band-256x", "v2-22khz-80band-fmax8k-256x", "v2-24khz-100band-256x",
-                "v2-44khz-128band-256x", "v2-44khz-128band-512x", "22khz-80band", "24khz-100band",
-                "base-22khz-80band", "base-24khz-100band",
+                "v2-22khz-80band-256x",
+                "v2-22khz-80band-fmax8k-256x",
+                "v2-24khz-100band-256x",
+                "v2-44khz-128band-256x",
+                "v2-44khz-128band-512x",
+                "22khz-80band",
+                "24khz-100band",
+                "base-22khz-80band",
+                "base-24khz-100band",
             ),
             ("original",),
         ),  # fmt: skip
@@ -100,9 +106,7 @@ def test_unknown_variant_error_names_the_listed_variants():
 def test_unknown_source_error_names_the_sources():
     with pytest.raises(UnknownSourceError) as caught:
         recipes.get("speecht5-hifigan").build(variant="tiny", source="torchaudio")
-    assert_one_line(
-        caught.value, "recipe 'speecht5-hifigan' cannot be built from source 'torchaudio'", "transformers"
-    )
+    assert_one_line(caught.value, "recipe 'speecht5-hifigan' cannot be built from source 'torchaudio'", "transformers")
 
 
 def test_describe_is_json_ready_and_hides_test_variants():
@@ -137,7 +141,9 @@ print(json.dumps({
 def test_listing_and_describing_recipes_imports_no_model_library():
     """`audiodeploy list` answers at once: declaring, listing and describing every recipe imports neither
     torch, torchaudio nor transformers (a build imports them)."""
-    result = subprocess.run([sys.executable, "-c", _LIST_WITHOUT_LIBRARIES], capture_output=True, text=True, timeout=120)
+    result = subprocess.run(
+        [sys.executable, "-c", _LIST_WITHOUT_LIBRARIES], capture_output=True, text=True, timeout=120
+    )
     assert result.returncode == 0, result.stderr
     answer = json.loads(result.stdout)
     assert tuple(answer["listed"]) == BUILT_IN

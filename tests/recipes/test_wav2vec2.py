@@ -25,6 +25,7 @@ def test_published_layouts():
     assert base.checkpoint == "facebook/wav2vec2-base-960h"
     assert large.checkpoint == "facebook/wav2vec2-large-960h"
     assert lv60.checkpoint == "facebook/wav2vec2-large-960h-lv60-self"
+
     # base and large: group-norm feature encoder without bias, post-norm transformer.
     def layout(variant):
         architecture = variant.architecture
@@ -73,8 +74,15 @@ def test_a_tokenizer_of_another_size_is_refused(tmp_path):
 
 
 def test_weights_of_another_model_type_are_refused(tmp_path):
-    config = HubertConfig(hidden_size=32, num_hidden_layers=1, num_attention_heads=2, intermediate_size=64,
-                          conv_dim=(32,) * 7, num_conv_pos_embeddings=8, num_conv_pos_embedding_groups=2)
+    config = HubertConfig(
+        hidden_size=32,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        intermediate_size=64,
+        conv_dim=(32,) * 7,
+        num_conv_pos_embeddings=8,
+        num_conv_pos_embedding_groups=2,
+    )
     HubertForCTC(config).save_pretrained(tmp_path)
     with pytest.raises(WeightsMismatchError) as caught:
         recipes.get("wav2vec2").build("tiny", weights=str(tmp_path))

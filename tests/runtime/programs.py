@@ -31,7 +31,9 @@ class ConvCtc(nn.Module):
 
     def __init__(self) -> None:
         super().__init__()
-        self.features = nn.Sequential(nn.Conv1d(1, 8, 10, stride=5), nn.GELU(), nn.Conv1d(8, 16, 4, stride=4), nn.GELU())
+        self.features = nn.Sequential(
+            nn.Conv1d(1, 8, 10, stride=5), nn.GELU(), nn.Conv1d(8, 16, 4, stride=4), nn.GELU()
+        )
         self.head = nn.Conv1d(16, len(STANDARD_ENGLISH), 1)
 
     def forward(self, waveform: torch.Tensor) -> torch.Tensor:
@@ -83,6 +85,9 @@ def export(kind: str, directory: Path) -> tuple[Path, nn.Module]:
     lowered = audiodeploy.lower(module, spec.random_inputs(spec.max_length), dynamic_shapes=spec.dynamic_shapes())
     path = directory / f"{kind}.pte"
     atomic_write_files(
-        {path: lowered.buffer, sidecar_path(path): sidecar_content(path, lowered.buffer, description(kind), lowered.report.to_dict())}
+        {
+            path: lowered.buffer,
+            sidecar_path(path): sidecar_content(path, lowered.buffer, description(kind), lowered.report.to_dict()),
+        }
     )
     return path, module

@@ -34,7 +34,9 @@ def vocoder(tmp_path_factory):
 def speech_like(seconds: float, seed: int = 0) -> np.ndarray:
     rng = np.random.default_rng(seed)
     t = np.arange(int(seconds * RATE)) / RATE
-    return (0.3 * np.sin(2 * np.pi * (200 + 50 * np.sin(t)) * t) + 0.05 * rng.standard_normal(t.size)).astype(np.float32)
+    return (0.3 * np.sin(2 * np.pi * (200 + 50 * np.sin(t)) * t) + 0.05 * rng.standard_normal(t.size)).astype(
+        np.float32
+    )
 
 
 def test_load_knows_the_task(ctc, vocoder):
@@ -67,7 +69,15 @@ def test_window_and_overlap_options_change_the_runs_not_the_result(ctc):
     assert short.windows == 1 and len(short.labels) == 1000 // 20 - 1
 
 
-@pytest.mark.parametrize("window, overlap, words", [(5.0, None, "does not fit"), (0.01, None, "does not fit"), (0.4, 0.4, "less than the window"), (-1, None, "positive")])
+@pytest.mark.parametrize(
+    "window, overlap, words",
+    [
+        (5.0, None, "does not fit"),
+        (0.01, None, "does not fit"),
+        (0.4, 0.4, "less than the window"),
+        (-1, None, "positive"),
+    ],
+)
 def test_windows_that_do_not_fit_the_program_are_refused(ctc, window, overlap, words):
     with pytest.raises(runtime.WindowOptionError, match=words):
         runtime.load(ctc[0]).transcribe(speech_like(1.0), window_seconds=window, overlap_seconds=overlap)
@@ -143,7 +153,9 @@ def test_running_a_program_imports_no_recipe_and_no_model_library(ctc, tmp_path)
         loaded = [m for m in ("transformers", "torchaudio", "audiodeploy.recipes", "audiodeploy.lowering") if m in sys.modules]
         assert not loaded, loaded
     """
-    result = subprocess.run([sys.executable, "-c", textwrap.dedent(script)], capture_output=True, text=True, timeout=300)
+    result = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(script)], capture_output=True, text=True, timeout=300
+    )
     assert result.returncode == 0, result.stderr
 
 
@@ -164,7 +176,9 @@ def test_memory_stays_flat_however_long_the_file(ctc, tmp_path):
     """
     result = subprocess.run(
         [sys.executable, "-c", textwrap.dedent(script), str(ctc[0]), str(tmp_path / "1.wav"), str(tmp_path / "10.wav")],
-        capture_output=True, text=True, timeout=600,
+        capture_output=True,
+        text=True,
+        timeout=600,
     )
     assert result.returncode == 0, result.stderr
     growth_kib, windows = map(int, result.stdout.split())

@@ -11,19 +11,19 @@ from __future__ import annotations
 import functools
 import logging
 import operator
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, ClassVar, Sequence, Union
+from typing import Any, ClassVar, TypeAlias
 
 import torch
 from executorch.backends.transforms.utils import create_constant_placeholder
 from torch._dispatch.python import enable_python_dispatcher
 from torch._guards import detect_fake_mode
-from torch.fx.experimental.symbolic_shapes import free_symbols
 from torch.export import ExportedProgram
 from torch.export.graph_signature import InputKind
-from torch.utils import _pytree as pytree
+from torch.fx.experimental.symbolic_shapes import free_symbols
 from torch.fx.passes.infra.pass_base import PassBase, PassResult
+from torch.utils import _pytree as pytree
 
 aten = torch.ops.aten
 
@@ -59,7 +59,7 @@ def insert_reshape(graph: torch.fx.Graph, x: torch.fx.Node, sizes: list, *, orig
     tensor into a copy and a view whose sizes are the output's, symbolic ones
     included, which undoes a ``-1``.
     """
-    if not value(x).is_contiguous():
+    if not tensor_of(x).is_contiguous():
         x = insert_op(graph, aten.clone.default, (x,), {"memory_format": torch.contiguous_format}, origin=origin)
     return insert_op(graph, aten.view.default, (x, sizes), origin=origin)
 
@@ -93,24 +93,59 @@ def argument(node: torch.fx.Node, index: int, name: str, default: Any = None) ->
     return node.kwargs.get(name, default)
 
 
+def _single(entry: Any) -> Any:
+    """A list of one unwrapped to its entry; a list of another length, or a string padding, as given."""
+    return entry[0] if isinstance(entry, (list, tuple)) and len(entry) == 1 else entry
+
+
 def conv1d_geometry(conv: torch.fx.Node) -> tuple[Any, Any, Any, int]:
-    """``(stride, padding, dilation, groups)`` of a ``conv1d`` call, each list of one unwrapped to its entry.
-
-    A list of another length, or a string padding, comes back as given.
-    """
-
-    def single(entry: Any) -> Any:
-        return entry[0] if isinstance(entry, (list, tuple)) and len(entry) == 1 else entry
-
-    stride = single(argument(conv, 3, "stride", 1))
-    padding = single(argument(conv, 4, "padding", 0))
-    dilation = single(argument(conv, 5, "dilation", 1))
+    """``(stride, padding, dilation, groups)`` of a ``conv1d`` call, each list of one unwrapped to its entry."""
+    stride = _single(argument(conv, 3, "stride", 1))
+    padding = _single(argument(conv, 4, "padding", 0))
+    dilation = _single(argument(conv, 5, "dilation", 1))
     return stride, padding, dilation, argument(conv, 6, "groups", 1)
 
 
+@dataclass(frozen=True)
+class TransposedConv1d:
+    """The arguments of a ``conv_transpose1d`` call, each list of one unwrapped to its entry (``Any``: a pass
+    checks they are ints before it computes with them)."""
+
+    x: torch.fx.Node
+    weight: torch.fx.Node
+    bias: torch.fx.Node | None
+    stride: Any
+    padding: Any
+    output_padding: Any
+    groups: int
+    dilation: Any
+
+    @classmethod
+    def of(cls, node: torch.fx.Node) -> TransposedConv1d:
+        return cls(
+            node.args[0],
+            node.args[1],
+            argument(node, 2, "bias"),
+            _single(argument(node, 3, "stride", 1)),
+            _single(argument(node, 4, "padding", 0)),
+            _single(argument(node, 5, "output_padding", 0)),
+            argument(node, 6, "groups", 1),
+            _single(argument(node, 7, "dilation", 1)),
+        )
+
+
 def value(node: torch.fx.Node) -> torch.Tensor | None:
+    """The (fake) tensor ``torch.export`` recorded for ``node``; None for a node that is not a tensor."""
     val = node.meta.get("val") if isinstance(node, torch.fx.Node) else None
     return val if isinstance(val, torch.Tensor) else None
+
+
+def tensor_of(node: torch.fx.Node) -> torch.Tensor:
+    """:func:`value` where the graph guarantees a tensor (a GEMM's weight, a pass's own output)."""
+    val = value(node)
+    if val is None:
+        raise ValueError(f"{node} holds no tensor value: a pass read it as a tensor")
+    return val
 
 
 def convolves_float32_signal(conv: torch.fx.Node) -> bool:
@@ -197,7 +232,7 @@ def gather_taps(
     output channel per group (a channel multiplier of ``taps`` runs as a slow grouped GEMM). With one channel,
     one convolution gathers every tap. On one-row images XNNPACK keeps the taps channels-last from op to op.
     """
-    channels = int(value(image).shape[1])
+    channels = int(tensor_of(image).shape[1])
     if taps == 1 and (stride, padding) == (1, 0):
         return image
 
@@ -323,7 +358,7 @@ class Skip:
     reason: str
 
 
-Rewrite = Union[torch.fx.Node, Mapping[torch.fx.Node, torch.fx.Node], Skip]
+Rewrite: TypeAlias = "torch.fx.Node | Mapping[torch.fx.Node, torch.fx.Node] | Skip"
 """What :meth:`NodeRewritePass.rewrite` returns: the node's replacement; for a small region (a split and its
 pieces), each replaced node with its replacement; or why the node stays."""
 

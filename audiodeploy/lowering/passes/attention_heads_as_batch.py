@@ -58,6 +58,7 @@ from audiodeploy.lowering.passes._graph import (
     replace_node,
     rewrite_done,
     static_view_sizes,
+    tensor_of,
     value,
 )
 
@@ -87,7 +88,7 @@ def _unit_batch_4d(node: object) -> bool:
 def _is_batched_matmul(node: torch.fx.Node) -> bool:
     if node.target != aten.matmul.default or not all(_unit_batch_4d(n) for n in (node, *node.args[:2])):
         return False
-    a, b = (value(n) for n in node.args[:2])
+    a, b = (tensor_of(n) for n in node.args[:2])
     return isinstance(a.shape[1], int) and a.shape[1] == b.shape[1]
 
 
@@ -109,7 +110,7 @@ def _keeps_batch_dim(node: torch.fx.Node) -> bool:
     if target == aten.slice.Tensor:
         return args[1] % 4 != 0
     if target in _RESHAPES:
-        return list(value(args[0]).shape) == list(value(node).shape)  # a reshape to the same shape
+        return list(tensor_of(args[0]).shape) == list(tensor_of(node).shape)  # a reshape to the same shape
     if target in _ARITHMETIC:
         if len(args) != 2 or node.kwargs:
             return False
@@ -154,14 +155,15 @@ def _rewrite(ep: ExportedProgram, region: set[torch.fx.Node], sources: dict[torc
     constant_entries = {e for e in entries if e in sources}
     exits = {n: [u for u in n.users if u not in region] for n in order}
     # Plan every reshape first: the region is rewritten whole or not at all.
-    entry_sizes = {e: static_view_sizes(value(e).shape[1:]) for e in entries - constant_entries}
+    entry_sizes = {e: static_view_sizes(tensor_of(e).shape[1:]) for e in entries - constant_entries}
     exit_sizes = {
-        n: static_view_sizes(value(n).shape)
+        n: static_view_sizes(tensor_of(n).shape)
         for n, users in exits.items()
         if any(u.target not in _RESHAPES or u.args[0] is not n for u in users)
     }
     if any(s is None for s in (*entry_sizes.values(), *exit_sizes.values())):
         return False
+    sizes = {node: s for node, s in (*entry_sizes.items(), *exit_sizes.items()) if s is not None}
 
     squeezed: dict[torch.fx.Node, torch.fx.Node] = {}
     for node in order:
@@ -170,7 +172,7 @@ def _rewrite(ep: ExportedProgram, region: set[torch.fx.Node], sources: dict[torc
                 if entry in constant_entries and entry not in squeezed:
                     squeezed[entry] = add_constant(ep, graph, f"{entry.name}_3d", sources[entry].squeeze(0))
                 elif entry in entries and entry not in squeezed:
-                    squeezed[entry] = insert_reshape(graph, _reshape_source(entry), entry_sizes[entry], origin=entry)
+                    squeezed[entry] = insert_reshape(graph, _reshape_source(entry), sizes[entry], origin=entry)
             squeezed[node] = _squeezed_op(graph, node, squeezed)
     for node, users in exits.items():
         for user in users:
@@ -180,7 +182,7 @@ def _rewrite(ep: ExportedProgram, region: set[torch.fx.Node], sources: dict[torc
                 replace_node(ep, user, replacement)
             else:
                 with graph.inserting_before(user):
-                    restored = insert_reshape(graph, squeezed[node], exit_sizes[node], origin=node)
+                    restored = insert_reshape(graph, squeezed[node], sizes[node], origin=node)
                 replace_input(ep, user, node, restored)
     for node in reversed(order):
         graph.erase_node(node)

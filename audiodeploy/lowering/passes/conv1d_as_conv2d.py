@@ -53,7 +53,7 @@ from audiodeploy.lowering.passes._graph import (
     insert_reshape,
     is_static,
     static_view_sizes,
-    value,
+    tensor_of,
 )
 
 aten = torch.ops.aten
@@ -66,7 +66,7 @@ class Conv1dAsConv2dPass(NodeRewritePass):
         if not convolves_float32_signal(node):
             return Skip("not a float32 convolution of a [N, C, T] input")
         x, weight = node.args[:2]
-        x_value, out_value = value(x), value(node)
+        x_value, out_value = tensor_of(x), tensor_of(node)
         constant = constant_sources(self.exported_program).get(weight)
         if constant is None:
             return Skip("its weight is not a constant (a computed weight is folded first)")
@@ -79,7 +79,7 @@ class Conv1dAsConv2dPass(NodeRewritePass):
         left, right = left + padding, right + padding
         if not left and not right:
             return Skip("it pads nothing: without a concatenation 1.5.1's layout pass fails on its input")
-        batch, channels = value(unpadded).shape[:2]
+        batch, channels = tensor_of(unpadded).shape[:2]
         rows_out = static_view_sizes(out_value.shape)
         if not (is_static(batch) and is_static(channels)) or rows_out is None:
             return Skip("its batch or channel count is symbolic")

@@ -47,16 +47,16 @@ from __future__ import annotations
 import torch
 
 from audiodeploy.lowering.passes._graph import (
+    ELEMENTWISE,
     NodeRewritePass,
     Skip,
     add_constant,
     argument,
     conv1d_geometry,
-    ELEMENTWISE,
     convolves_float32_signal,
     elementwise_chain,
     insert_op,
-    value,
+    tensor_of,
 )
 
 aten = torch.ops.aten
@@ -123,4 +123,4 @@ def _reads_image(conv: torch.fx.Node) -> bool:
         return False
     image = squeezed.args[0]
     # A one-column image (time on the height), not a one-row one (strided_conv_as_gemm's, time on the width).
-    return image.target == aten.conv2d.default and value(image).dim() == 4 and squeezed.args[1] % 4 == 3
+    return image.target == aten.conv2d.default and tensor_of(image).dim() == 4 and squeezed.args[1] % 4 == 3

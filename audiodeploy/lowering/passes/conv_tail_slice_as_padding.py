@@ -43,8 +43,12 @@ class ConvTailSliceAsPaddingPass(NodeRewritePass):
         bias = argument(conv, 2, "bias")
         dilation = argument(conv, 5, "dilation", [1])
         groups = argument(conv, 6, "groups", 1)
-        padded = insert_op(self.graph, aten.constant_pad_nd.default, (x, [padding, padding - dropped], 0.0), origin=conv)
-        return insert_op(self.graph, aten.conv1d.default, (padded, weight, bias, [1], [0], dilation, groups), origin=conv)
+        padded = insert_op(
+            self.graph, aten.constant_pad_nd.default, (x, [padding, padding - dropped], 0.0), origin=conv
+        )
+        return insert_op(
+            self.graph, aten.conv1d.default, (padded, weight, bias, [1], [0], dilation, groups), origin=conv
+        )
 
 
 def _dropped_tail(node: torch.fx.Node) -> int | None:

@@ -49,6 +49,7 @@ from audiodeploy.lowering.passes._graph import (
     insert_op,
     is_static,
     static_view_sizes,
+    tensor_of,
     value,
 )
 
@@ -99,7 +100,7 @@ def _group_norm(pass_: DecomposeNormalizationPass, node: torch.fx.Node) -> torch
     x, groups = node.args[:2]
     weight, bias = argument(node, 2, "weight"), argument(node, 3, "bias")
     eps = argument(node, 4, "eps", 1e-5)
-    shape = list(value(x).shape)
+    shape = list(tensor_of(x).shape)
     batch, channels = shape[0], shape[1]
     grouped_sizes = static_view_sizes([batch, groups, math.prod(shape[1:]) // groups])
     original_sizes = static_view_sizes(shape)
@@ -112,16 +113,28 @@ def _group_norm(pass_: DecomposeNormalizationPass, node: torch.fx.Node) -> torch
         # channels-last layout without a transpose.
         rows = insert_op(graph, aten.unsqueeze.default, (x, 2), origin=node)
         y = _normalize(graph, rows, [2, 3], eps, node)
-        y = _affine(graph, y, *(_per_channel(pass_, graph, p, [1, *channel_shape, 1], node) for p in (weight, bias)), node)
+        row_shape = [1, *channel_shape, 1]
+        y = _affine(
+            graph,
+            y,
+            _per_channel(pass_, graph, weight, row_shape, node),
+            _per_channel(pass_, graph, bias, row_shape, node),
+            node,
+        )
         return insert_op(graph, aten.squeeze.dim, (y, 2), origin=node)
     grouped = insert_op(graph, aten.view.default, (x, grouped_sizes), origin=node)
     y = _normalize(graph, grouped, [-1], eps, node)
     y = insert_op(graph, aten.view.default, (y, original_sizes), origin=node)
-    return _affine(graph, y, *(_per_channel(pass_, graph, p, channel_shape, node) for p in (weight, bias)), node)
+    scale, shift = (_per_channel(pass_, graph, p, channel_shape, node) for p in (weight, bias))
+    return _affine(graph, y, scale, shift, node)
 
 
 def _per_channel(
-    pass_: DecomposeNormalizationPass, graph: torch.fx.Graph, parameter: torch.fx.Node | None, shape: list[int], origin: torch.fx.Node
+    pass_: DecomposeNormalizationPass,
+    graph: torch.fx.Graph,
+    parameter: torch.fx.Node | None,
+    shape: list[int],
+    origin: torch.fx.Node,
 ) -> torch.fx.Node | None:
     """A per-channel weight or bias as ``[C, 1, ..., 1]``, to broadcast over the positions.
 
@@ -139,7 +152,7 @@ def _per_channel(
 
 def _var(pass_: DecomposeNormalizationPass, node: torch.fx.Node) -> torch.fx.Node | Skip:
     x = node.args[0]
-    shape = value(x).shape
+    shape = tensor_of(x).shape
     dims = argument(node, 1, "dim")
     dims = [d % len(shape) for d in (range(len(shape)) if dims is None else dims)]
     if node.target == aten.var.dim:  # var(x, dim, unbiased=True, keepdim=False)

@@ -54,14 +54,14 @@ import torch
 from audiodeploy.lowering.passes._graph import (
     NodeRewritePass,
     Skip,
+    TransposedConv1d,
     add_constant,
-    argument,
     constant_sources,
     convolves_float32_signal,
     insert_op,
     insert_reshape,
     static_view_sizes,
-    value,
+    tensor_of,
 )
 
 aten = torch.ops.aten
@@ -114,16 +114,13 @@ class DepthwiseTransposedConvAsPhasesPass(NodeRewritePass):
     targets = frozenset({aten.conv_transpose1d.default})
 
     def rewrite(self, node: torch.fx.Node) -> torch.fx.Node | Skip:
-        x, weight = node.args[:2]
-        bias = argument(node, 2, "bias")
-        stride = _single(argument(node, 3, "stride", 1))
-        padding = _single(argument(node, 4, "padding", 0))
-        output_padding = _single(argument(node, 5, "output_padding", 0))
-        groups = argument(node, 6, "groups", 1)
-        dilation = _single(argument(node, 7, "dilation", 1))
+        conv = TransposedConv1d.of(node)
+        x, weight, bias = conv.x, conv.weight, conv.bias
+        stride, padding, output_padding = conv.stride, conv.padding, conv.output_padding
+        groups, dilation = conv.groups, conv.dilation
         if not convolves_float32_signal(node):
             return Skip("not a float32 transposed convolution of a [N, C, T] tensor")
-        x_val, w_val, out_val = value(x), value(weight), value(node)
+        x_val, w_val, out_val = tensor_of(x), tensor_of(weight), tensor_of(node)
         channels = x_val.shape[1]
         if groups != channels or tuple(w_val.shape[:2]) != (channels, 1):
             return Skip("not depthwise (one input and one output channel per group)")
@@ -162,7 +159,3 @@ class DepthwiseTransposedConvAsPhasesPass(NodeRewritePass):
         self.release_constant(weight)
         kernels = phases.kernels(sources[weight])
         return [add_constant(ep, self.graph, f"{weight.name}_phase", k.unsqueeze(-1)) for k in kernels]
-
-
-def _single(entry: object) -> object:
-    return entry[0] if isinstance(entry, (list, tuple)) and len(entry) == 1 else entry

@@ -43,8 +43,8 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Iterable, Sequence
 
 import torch
 from torch._export.utils import is_buffer, is_lifted_tensor_constant, is_param
@@ -186,7 +186,9 @@ def _collect(
             continue
         if node.op in ("placeholder", "get_attr"):
             if is_buffer(ep, node) and ep.graph_signature.inputs_to_buffers[node.name] in mutated:
-                raise _Reject(f"it reads buffer `{ep.graph_signature.inputs_to_buffers[node.name]}`, which this method mutates")
+                raise _Reject(
+                    f"it reads buffer `{ep.graph_signature.inputs_to_buffers[node.name]}`, which this method mutates"
+                )
             sources.add(node)
             continue
         if node.op != "call_function" or not is_pure(node.target):
@@ -253,9 +255,7 @@ def plan_folds(ep: ExportedProgram) -> FoldPlan:
             written = sum(_nbytes(root) for root in roots)
             freed = sum(_nbytes(source) for source in sources)
             if written > freed:
-                raise _Reject(
-                    f"folding would grow the program: it writes {written} bytes and frees {freed}"
-                )
+                raise _Reject(f"folding would grow the program: it writes {written} bytes and frees {freed}")
         except _Reject as rejection:
             rejections.append(FoldRejection(gemm.name, label, str(rejection)))
             continue

@@ -60,8 +60,9 @@ from __future__ import annotations
 
 import logging
 import operator
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any, Iterator
+from typing import Any
 
 import sympy
 import torch
@@ -88,7 +89,11 @@ MAX_CONSTANT_BYTES = 64 * 2**20
 _POSITIONS = {aten.arange.default, aten.arange.start, aten.arange.start_step}
 """What a computation of a one-length program starts from when it depends on the length: positions."""
 
-_SIDE_EFFECT_CHECKS = {aten._assert_tensor_metadata.default, aten._assert_scalar.default, aten.sym_constrain_range_for_size.default}
+_SIDE_EFFECT_CHECKS = {
+    aten._assert_tensor_metadata.default,
+    aten._assert_scalar.default,
+    aten.sym_constrain_range_for_size.default,
+}
 
 
 @dataclass(frozen=True)
@@ -106,7 +111,7 @@ class _LinearSize:
         poly = sympy.Poly(expr, symbol)
         if poly.degree() > 1 or not all(c.is_integer for c in poly.all_coeffs()):
             return None
-        scale, offset = (poly.all_coeffs() if poly.degree() == 1 else [0, poly.all_coeffs()[0]])
+        scale, offset = poly.all_coeffs() if poly.degree() == 1 else [0, poly.all_coeffs()[0]]
         return cls(int(scale), int(offset))
 
     def at(self, symbol_value: int) -> int:
@@ -180,8 +185,9 @@ class LengthOnlyValuesAsConstantsPass(ExportedProgramPass):
         if bounds is None or not isinstance(bounds.upper, sympy.Integer) or not isinstance(bounds.lower, sympy.Integer):
             return f"{symbol} has no finite range"
         lower, upper = int(bounds.lower), int(bounds.upper)
-        dims = [(d, _LinearSize.of(size, symbol)) for d, size in enumerate(value.shape)]
-        if any(size is None for _, size in dims):
+        linear_sizes = [_LinearSize.of(size, symbol) for size in value.shape]
+        dims = [(d, size) for d, size in enumerate(linear_sizes) if size is not None]
+        if len(dims) != len(linear_sizes):
             return "a size is not a multiple of the length plus a constant"
         dynamic = [(d, size) for d, size in dims if size.scale != 0]
         length_input = self._length_input(symbol)
@@ -218,7 +224,9 @@ class LengthOnlyValuesAsConstantsPass(ExportedProgramPass):
         value = _evaluate(computation, node, sources, None, 0)
         if value.numel() * value.element_size() > MAX_CONSTANT_BYTES:
             return f"{value.numel() * value.element_size() / 2**20:.0f} MiB, over the limit"
-        replace_node(self.exported_program, node, add_constant(self.exported_program, graph, f"{node.name}_value", value))
+        replace_node(
+            self.exported_program, node, add_constant(self.exported_program, graph, f"{node.name}_value", value)
+        )
         return None
 
     def _length_input(self, symbol: sympy.Symbol) -> tuple[torch.fx.Node, int, _LinearSize] | None:
@@ -284,7 +292,9 @@ def _evaluate(
             env[current] = sources[current]
         elif current.target == aten.sym_size.int:
             size = current.meta["val"]
-            env[current] = int(size.node.expr.subs(symbol, symbol_value)) if isinstance(size, torch.SymInt) else int(size)
+            env[current] = (
+                int(size.node.expr.subs(symbol, symbol_value)) if isinstance(size, torch.SymInt) else int(size)
+            )
         else:
             args, kwargs = torch.fx.map_arg((current.args, current.kwargs), lambda n: env[n])
             env[current] = current.target(*args, **kwargs)

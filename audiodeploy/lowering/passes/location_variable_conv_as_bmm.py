@@ -88,6 +88,7 @@ from audiodeploy.lowering.passes._graph import (
     gather_taps,
     insert_op,
     insert_reshape,
+    tensor_of,
     value,
 )
 
@@ -171,46 +172,60 @@ class LocationVariableConvAsBmmPass(NodeRewritePass):
         if isinstance(geometry, Skip):
             return geometry
         x, taps, dilation, padding, hop = geometry
-        x_val, k_val = value(x), value(kernel)
+        x_val, k_val = tensor_of(x), value(kernel)
         batch, in_channels, _ = x_val.shape
         if not isinstance(batch, int):
             return Skip("the batch size is dynamic")
         if x_val.dtype != torch.float32 or k_val is None or k_val.dtype != torch.float32:
             return Skip("not float32")
         out_channels = k_val.shape[2]
-        if tuple(k_val.shape[:4]) != (batch, in_channels, out_channels, taps) or tuple(out.shape[:2]) != (batch, out_channels):
+        if tuple(k_val.shape[:4]) != (batch, in_channels, out_channels, taps) or tuple(out.shape[:2]) != (
+            batch,
+            out_channels,
+        ):
             return Skip(f"kernel shape {tuple(k_val.shape)} does not fit the input {tuple(x_val.shape)}")
         kernel_source = self._predicted(kernel, (in_channels, out_channels, taps))
         if isinstance(kernel_source, Skip):
             return Skip(f"kernel: {kernel_source.reason}")
-        bias_source = None
+        bias_source: _PredictedChannels | None = None
         if bias is not None:
-            bias_source = self._predicted(bias, (out_channels,))
-            if isinstance(bias_source, Skip):
-                return Skip(f"bias: {bias_source.reason}")
-        return _Lvc(einsum, x, batch, in_channels, out_channels, taps, dilation, padding, hop, kernel_source, bias_source)
+            predicted = self._predicted(bias, (out_channels,))
+            if isinstance(predicted, Skip):
+                return Skip(f"bias: {predicted.reason}")
+            bias_source = predicted
+        return _Lvc(
+            einsum, x, batch, in_channels, out_channels, taps, dilation, padding, hop, kernel_source, bias_source
+        )
 
     def _predicted(self, node: torch.fx.Node, dims: tuple[int, ...]) -> _PredictedChannels | Skip:
         """Where ``node`` ``[b, *dims, L]`` comes from: ``conv1d``, ``view(conv1d)`` or ``select(view(conv1d), 1, j)``."""
-        if value(node) is None or tuple(value(node).shape[1:-1]) != dims:
+        if value(node) is None or tuple(tensor_of(node).shape[1:-1]) != dims:
             return Skip(f"not of shape [b, {', '.join(map(str, dims))}, L]")
-        piece, offset = value(node), 0
+        piece, offset = tensor_of(node), 0
         if node.target == aten.select.int:
-            layers = value(node.args[0]).shape[1]
-            if argument(node, 1, "dim") % value(node.args[0]).dim() != 1 or not isinstance(layers, int):
+            layers = tensor_of(node.args[0]).shape[1]
+            if argument(node, 1, "dim") % tensor_of(node.args[0]).dim() != 1 or not isinstance(layers, int):
                 return Skip("selected along another dimension than 1")
             offset = argument(node, 2, "index") % layers * math.prod(dims)
             node = node.args[0]
         if node.target in _VIEW_OPS:
             node = node.args[0]
         conv = node
-        if conv.target != aten.conv1d.default or value(conv).dtype != torch.float32 or argument(conv, 6, "groups", 1) != 1:
+        if (
+            conv.target != aten.conv1d.default
+            or tensor_of(conv).dtype != torch.float32
+            or argument(conv, 6, "groups", 1) != 1
+        ):
             return Skip("not the channels of a float32 conv1d without groups")
-        if value(conv).shape[-1] != piece.shape[-1] or value(conv).shape[0] != piece.shape[0]:
+        if tensor_of(conv).shape[-1] != piece.shape[-1] or tensor_of(conv).shape[0] != piece.shape[0]:
             return Skip("the view does not only split the predictor's channels")
         views = [user for user in conv.users if user.target in _VIEW_OPS]
-        readers = [reader for reader in (*conv.users, *(r for view in views for r in view.users)) if reader not in views]
-        if not all(reader.target in (aten.select.int, aten.einsum.default, aten.unsqueeze.default) for reader in readers):
+        readers = [
+            reader for reader in (*conv.users, *(r for view in views for r in view.users)) if reader not in views
+        ]
+        if not all(
+            reader.target in (aten.select.int, aten.einsum.default, aten.unsqueeze.default) for reader in readers
+        ):
             return Skip("the predictor's output is read by other ops than the LVCs' views and selects")
         reason = self._splittable(conv)
         if reason is not None:
@@ -276,7 +291,7 @@ class LocationVariableConvAsBmmPass(NodeRewritePass):
         """
         ep, graph, conv = self.exported_program, self.graph, source.conv
         weight, bias = conv.args[1], argument(conv, 2, "bias")
-        taps = value(weight).shape[-1]
+        taps = tensor_of(weight).shape[-1]
         index = torch.tensor([source.offset + row for row in rows])
 
         def gemm_rows(data: torch.Tensor) -> torch.Tensor:  # [N, C, k] -> [N, k * C, 1, 1], taps outermost
@@ -309,7 +324,11 @@ class LocationVariableConvAsBmmPass(NodeRewritePass):
 
 def _channel_range(node: torch.fx.Node, channels: int) -> tuple[int, int] | None:
     """``(start, end)`` when ``node`` slices dimension 1 of a 3-D tensor with step 1 and fixed bounds."""
-    if node.target != aten.slice.Tensor or argument(node, 1, "dim", 0) not in (1, -2) or argument(node, 4, "step", 1) != 1:
+    if (
+        node.target != aten.slice.Tensor
+        or argument(node, 1, "dim", 0) not in (1, -2)
+        or argument(node, 4, "step", 1) != 1
+    ):
         return None
     start, end = argument(node, 2, "start"), argument(node, 3, "end")
     start = 0 if start is None else start
@@ -337,7 +356,7 @@ def _einsum_and_bias(node: torch.fx.Node) -> tuple[torch.fx.Node | None, torch.f
             bias = _through(bias)
             if not isinstance(bias, torch.fx.Node) or bias.target != aten.unsqueeze.default:
                 return None, None
-            if argument(bias, 1, "dim") not in (-1, value(bias).dim() - 1):
+            if argument(bias, 1, "dim") not in (-1, tensor_of(bias).dim() - 1):
                 return None, None
             bias = bias.args[0]
         return einsum, bias
@@ -347,7 +366,9 @@ def _einsum_and_bias(node: torch.fx.Node) -> tuple[torch.fx.Node | None, torch.f
 def _canonical(equation: str) -> str:
     """The equation with its letters renamed in order of appearance: equal for equivalent equations."""
     names: dict[str, str] = {}
-    return "".join(names.setdefault(c, chr(ord("a") + len(names))) if c.isalpha() else c for c in equation.replace(" ", ""))
+    return "".join(
+        names.setdefault(c, chr(ord("a") + len(names))) if c.isalpha() else c for c in equation.replace(" ", "")
+    )
 
 
 def _through(node: torch.fx.Node) -> torch.fx.Node:
@@ -379,7 +400,7 @@ def _unfold(node: torch.fx.Node, dim: int) -> tuple[torch.fx.Node, int, int] | N
     if not isinstance(node, torch.fx.Node) or node.target != aten.unfold.default:
         return None
     source, unfolded_dim, size, step = node.args[:4]
-    if unfolded_dim % value(source).dim() != dim:
+    if unfolded_dim % tensor_of(source).dim() != dim:
         return None
     return source, size, step
 
@@ -413,7 +434,9 @@ def _tap_geometry(columns: torch.fx.Node) -> tuple[torch.fx.Node, int, int, int,
         return Skip("the segments are not unfolded from a constant zero pad of a 3-D input")
     x, padding = pad
     if window != hop + 2 * padding or 2 * padding != dilation * (taps - 1) or hop % dilation != 0:
-        return Skip(f"window {window}, hop {hop}, padding {padding}, dilation {dilation}, {taps} taps: not a centred convolution")
+        return Skip(
+            f"window {window}, hop {hop}, padding {padding}, dilation {dilation}, {taps} taps: not a centred convolution"
+        )
     return x, taps, dilation, padding, hop
 
 
@@ -426,7 +449,7 @@ def _constant_pad(node: torch.fx.Node) -> tuple[torch.fx.Node, int] | None:
     else:
         return None
     x, sizes = node.args[:2]
-    if mode != "constant" or fill not in (None, 0) or value(x) is None or value(x).dim() != 3:
+    if mode != "constant" or fill not in (None, 0) or value(x) is None or tensor_of(x).dim() != 3:
         return None
     if len(sizes) != 2 or sizes[0] != sizes[1] or not isinstance(sizes[0], int):
         return None

@@ -21,7 +21,7 @@ program without dynamic shapes the pass changes nothing.
 
 from __future__ import annotations
 
-from typing import Mapping
+from collections.abc import Mapping
 
 import sympy
 import torch

@@ -32,6 +32,7 @@ when its mask is boolean or may hold an infinity, when it has dropout,
 ``is_causal`` or grouped-query heads, when its inputs are not float32, or when
 the head dimension depends on the input length.
 """
+
 from __future__ import annotations
 
 import functools
@@ -48,6 +49,7 @@ from audiodeploy.lowering.passes._graph import (
     constant_sources,
     insert_op,
     is_static,
+    tensor_of,
     value,
 )
 
@@ -81,7 +83,7 @@ class SdpaAsMatmulsPass(NodeRewritePass):
 
     def _is_finite_float_mask(self, mask: torch.fx.Node) -> bool:
         """A float32 mask computed from finite constants and bounded ops' outputs, without infinite arguments."""
-        if value(mask) is None or value(mask).dtype != torch.float32:
+        if value(mask) is None or tensor_of(mask).dtype != torch.float32:
             return False
         sources = self._constants
 
@@ -109,7 +111,8 @@ def _plain_attention_scale(node: torch.fx.Node) -> float | Skip:
         return Skip("an attention with dropout or a causal mask")
     if node.kwargs.get("enable_gqa", False):
         return Skip("an attention of grouped query heads")
-    if not is_static(q.shape[-1]):
+    head_size = tensor_of(node.args[0]).shape[-1]
+    if not is_static(head_size):
         return Skip("its head size depends on the input")
     scale = argument(node, 6, "scale")
-    return 1.0 / math.sqrt(int(q.shape[-1])) if scale is None else float(scale)
+    return 1.0 / math.sqrt(int(head_size)) if scale is None else float(scale)

@@ -84,7 +84,10 @@ class SplitAsLinearsPass(NodeRewritePass):
                         args.append(self._piece(bias, self.constants[bias][start:end]))
                 else:
                     selection = torch.eye(int(val.shape[-1]))[start:end]
-                    args = [x, add_constant(self.exported_program, self.graph, f"{split.name}_select_{start}", selection)]
+                    args = [
+                        x,
+                        add_constant(self.exported_program, self.graph, f"{split.name}_select_{start}", selection),
+                    ]
                 replacements[piece] = insert_op(self.graph, aten.linear.default, tuple(args), origin=split)
         return replacements
 

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import torch
 
-from audiodeploy.lowering.passes._graph import NodeRewritePass, Skip, elementwise_chain, insert_op, value
+from audiodeploy.lowering.passes._graph import NodeRewritePass, Skip, elementwise_chain, insert_op, tensor_of, value
 
 aten = torch.ops.aten
 
@@ -51,7 +51,7 @@ def _undoes(unsqueeze: torch.fx.Node, squeezed: torch.fx.Node) -> bool:
     if squeezed.op != "call_function" or squeezed.target != aten.squeeze.dim:
         return False
     image, dim = value(squeezed.args[0]), squeezed.args[1]
-    if image is None or image.dim() != value(unsqueeze).dim():
+    if image is None or image.dim() != tensor_of(unsqueeze).dim():
         return False
     dim %= image.dim()
     return image.shape[dim] == 1 and unsqueeze.args[1] % image.dim() == dim

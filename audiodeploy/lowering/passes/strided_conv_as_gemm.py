@@ -54,6 +54,7 @@ from audiodeploy.lowering.passes._graph import (
     conv1d_geometry,
     gather_taps,
     insert_op,
+    tensor_of,
     value,
 )
 
@@ -77,7 +78,9 @@ class StridedConvAsGemmPass(NodeRewritePass):
         if not isinstance(stride, int) or stride < 2:
             return Skip("stride 1: the gathered taps would take kernel-size times the input's memory")
         if dilation != 1 or groups != 1 or not isinstance(padding, int):
-            return Skip(f"dilation {dilation}, groups {groups}, padding {padding}: only dense, undilated, numeric padding")
+            return Skip(
+                f"dilation {dilation}, groups {groups}, padding {padding}: only dense, undilated, numeric padding"
+            )
         _, channels, taps = (int(s) for s in w_val.shape)
         if taps > MAX_TAPS:
             return Skip(f"{taps} taps, more than {MAX_TAPS}")
@@ -88,12 +91,14 @@ class StridedConvAsGemmPass(NodeRewritePass):
         gathered = gather_taps(
             self.exported_program, self.graph, x_4d, taps, stride, padding, 1, f"{conv.name}_tap", origin=conv
         )
-        gemm = insert_op(self.graph, aten.conv2d.default, (gathered, self._reordered_weight(conv, weight), bias), origin=conv)
+        gemm = insert_op(
+            self.graph, aten.conv2d.default, (gathered, self._reordered_weight(conv, weight), bias), origin=conv
+        )
         return insert_op(self.graph, aten.squeeze.dim, (gemm, 2), origin=conv)
 
     def _reordered_weight(self, conv: torch.fx.Node, weight: torch.fx.Node) -> torch.fx.Node:
         """``W.permute(0, 2, 1).reshape(Co, k * C, 1, 1)``: a constant, or ops on a computed weight."""
-        gemm_shape = [int(value(weight).shape[0]), -1, 1, 1]
+        gemm_shape = [int(tensor_of(weight).shape[0]), -1, 1, 1]
         if weight in self.constants:
             self.release_constant(weight)  # the convolution was its only reader
             data = self.constants[weight].permute(0, 2, 1).reshape(gemm_shape)

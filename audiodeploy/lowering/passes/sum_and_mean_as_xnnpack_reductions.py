@@ -32,6 +32,7 @@ sum over a number of elements that depends on the input length (a sum has no
 pooling form), or when the dimensions kept depend on the input length in a way a
 single inferred reshape size cannot express.
 """
+
 from __future__ import annotations
 
 import math
@@ -46,6 +47,7 @@ from audiodeploy.lowering.passes._graph import (
     insert_op,
     is_static,
     static_view_sizes,
+    tensor_of,
     value,
 )
 
@@ -82,7 +84,7 @@ class SumAndMeanAsXnnpackReductionsPass(NodeRewritePass):
             return Skip("a sum over a length that depends on the input")
         if isinstance(reduced, Skip):
             return reduced
-        if list(value(reduced).shape) != list(node.meta["val"].shape):
+        if list(tensor_of(reduced).shape) != list(node.meta["val"].shape):
             reduced = insert_op(self.graph, aten.view.default, (reduced, out_sizes), origin=node)
         return reduced
 
@@ -94,7 +96,9 @@ class SumAndMeanAsXnnpackReductionsPass(NodeRewritePass):
             if sizes is None:
                 return Skip("two or more of its kept sizes depend on the input length")
             x = insert_op(self.graph, aten.view.default, (x, sizes), origin=node)
-        weights = add_constant(self.exported_program, self.graph, f"reduction_weight_{count}", torch.full((1, count), weight))
+        weights = add_constant(
+            self.exported_program, self.graph, f"reduction_weight_{count}", torch.full((1, count), weight)
+        )
         return insert_op(self.graph, aten.linear.default, (x, weights), origin=node)
 
     def _as_pooling(self, node: torch.fx.Node, x: torch.fx.Node, lead: list) -> torch.fx.Node | Skip:

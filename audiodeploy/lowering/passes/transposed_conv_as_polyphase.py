@@ -47,11 +47,12 @@ import torch
 from audiodeploy.lowering.passes._graph import (
     NodeRewritePass,
     Skip,
+    TransposedConv1d,
     add_constant,
-    argument,
     insert_op,
     insert_reshape,
     is_static,
+    tensor_of,
     value,
 )
 
@@ -62,26 +63,21 @@ MIN_OUT_CHANNELS = 64
 upsampling) the interleave's transposes of the wide output cost more than the GEMM saves (1.3x slower)."""
 
 
-def _single(entry: object) -> object:
-    return entry[0] if isinstance(entry, (list, tuple)) and len(entry) == 1 else entry
-
-
 class TransposedConvAsPolyphasePass(NodeRewritePass):
     targets = frozenset({aten.conv_transpose1d.default})
 
     def rewrite(self, node: torch.fx.Node) -> torch.fx.Node | Skip:
-        x, weight = node.args[:2]
-        bias = argument(node, 2, "bias")
-        stride = _single(argument(node, 3, "stride", 1))
-        padding = _single(argument(node, 4, "padding", 0))
-        output_padding = _single(argument(node, 5, "output_padding", 0))
-        groups = argument(node, 6, "groups", 1)
-        dilation = _single(argument(node, 7, "dilation", 1))
+        conv = TransposedConv1d.of(node)
+        x, weight, bias = conv.x, conv.weight, conv.bias
+        stride, padding, output_padding = conv.stride, conv.padding, conv.output_padding
+        groups, dilation = conv.groups, conv.dilation
         x_val, w_val = value(x), value(weight)
         if x_val is None or w_val is None or x_val.dtype != torch.float32 or w_val.dtype != torch.float32:
             return Skip("not float32")
         if not all(isinstance(v, int) for v in (stride, padding, output_padding)) or groups != 1 or dilation != 1:
-            return Skip(f"stride {stride}, padding {padding}, groups {groups}, dilation {dilation}: only dense, undilated")
+            return Skip(
+                f"stride {stride}, padding {padding}, groups {groups}, dilation {dilation}: only dense, undilated"
+            )
         in_channels, out_channels, kernel = (int(s) for s in w_val.shape)
         if stride < 2 or kernel % stride:
             return Skip(f"stride {stride} does not divide kernel {kernel} with stride above one")
@@ -103,11 +99,16 @@ class TransposedConvAsPolyphasePass(NodeRewritePass):
         sources = self.constants
         if bias is not None and bias not in sources:
             return Skip("a computed bias: only a constant bias is repeated per phase")
-        if any(operand in sources and len(operand.users) > 1 for operand in (weight, bias)):
+        if any(operand in sources and len(operand.users) > 1 for operand in (weight, bias) if operand is not None):
             return Skip("its weight or bias is also read elsewhere: reordering it would store it twice")
 
         # P's taps run from the lowest offset, high - taps + 1, to the highest.
-        index = [r + padding - (high - taps + 1 + t) * stride for high, phases in windows for r in phases for t in range(taps)]
+        index = [
+            r + padding - (high - taps + 1 + t) * stride
+            for high, phases in windows
+            for r in phases
+            for t in range(taps)
+        ]
         order = dict(groups=len(windows), phases=phases_per_group, taps=taps)
         poly_weight = self._polyphase_weight(node, weight, sources, torch.tensor(index), **order)
         poly_bias = None
@@ -120,7 +121,9 @@ class TransposedConvAsPolyphasePass(NodeRewritePass):
         args = (grouped, poly_weight, poly_bias, [1], [0], [1], len(windows))
         phases = insert_op(self.graph, aten.conv1d.default, args, origin=node)
         batch = int(x_val.shape[0])
-        split = insert_reshape(self.graph, phases, [batch, len(windows), out_channels, phases_per_group, -1], origin=node)
+        split = insert_reshape(
+            self.graph, phases, [batch, len(windows), out_channels, phases_per_group, -1], origin=node
+        )
         moved = insert_op(self.graph, aten.permute.default, (split, [0, 2, 4, 1, 3]), origin=node)
         y = insert_reshape(self.graph, moved, [batch, out_channels, -1], origin=node)
         # The transposed convolution was their only reader: dropped once it is replaced.
@@ -141,7 +144,7 @@ class TransposedConvAsPolyphasePass(NodeRewritePass):
         taps: int,
     ) -> torch.fx.Node:
         """``P [Co * s, Ci, k / s]``: a constant for a constant ``W``, else ops on the computed ``W``."""
-        in_channels, out_channels = (int(s) for s in value(weight).shape[:2])
+        in_channels, out_channels = (int(s) for s in tensor_of(weight).shape[:2])
         split = [in_channels, out_channels, groups, phases, taps]
         order = [2, 1, 3, 0, 4]
         final = [out_channels * groups * phases, in_channels, taps]

@@ -15,6 +15,8 @@ def relative_position_buckets(length: int, num_buckets: int = 16, max_distance: 
     buckets = (relative > 0).to(torch.long) * half
     distance = relative.abs()
     exact = half // 2
-    large = exact + (torch.log(distance.float() / exact) / math.log(max_distance / exact) * (half - exact)).to(torch.long)
+    large = exact + (torch.log(distance.float() / exact) / math.log(max_distance / exact) * (half - exact)).to(
+        torch.long
+    )
     large = torch.min(large, torch.full_like(large, half - 1))
     return buckets + torch.where(distance < exact, distance, large)

@@ -46,12 +46,24 @@ class ComputedLinear(torch.nn.Module):
 
 torch.manual_seed(0)
 MUST_FOLD = {
-    "fp32_weight_norm_conv1d": (lambda: weight_norm(torch.nn.Conv1d(16, 16, 8, padding=4, groups=4), dim=2), (1, 16, 40), 1),
+    "fp32_weight_norm_conv1d": (
+        lambda: weight_norm(torch.nn.Conv1d(16, 16, 8, padding=4, groups=4), dim=2),
+        (1, 16, 40),
+        1,
+    ),
     "fp32_computed_weight_and_bias_linear": (ComputedLinear, (3, 16), 1),
     "fp32_weight_norm_linear": (lambda: weight_norm(torch.nn.Linear(16, 24)), (5, 16), 1),
     "fp32_weight_norm_conv2d": (lambda: weight_norm(torch.nn.Conv2d(4, 8, 3, padding=1)), (1, 4, 10, 10), 1),
-    "fp32_weight_norm_depthwise_conv1d": (lambda: weight_norm(torch.nn.Conv1d(8, 8, 5, padding=2, groups=8)), (1, 8, 30), 1),
-    "fp32_weight_norm_conv_transpose1d": (lambda: weight_norm(torch.nn.ConvTranspose1d(8, 4, 4, stride=2, padding=1)), (1, 8, 20), 1),
+    "fp32_weight_norm_depthwise_conv1d": (
+        lambda: weight_norm(torch.nn.Conv1d(8, 8, 5, padding=2, groups=8)),
+        (1, 8, 30),
+        1,
+    ),
+    "fp32_weight_norm_conv_transpose1d": (
+        lambda: weight_norm(torch.nn.ConvTranspose1d(8, 4, 4, stride=2, padding=1)),
+        (1, 8, 20),
+        1,
+    ),
     "fp32_spectral_norm_linear": (lambda: spectral_norm(torch.nn.Linear(16, 12)), (4, 16), 1),
     "fp32_spectral_norm_conv1d": (lambda: spectral_norm(torch.nn.Conv1d(8, 8, 3, padding=1)), (1, 8, 25), 1),
 }

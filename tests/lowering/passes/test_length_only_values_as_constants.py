@@ -65,7 +65,10 @@ def test_fp32_relative_position_bias_is_a_sliced_constant_and_the_rest_one_deleg
 def test_a_value_that_is_not_the_corner_of_the_longest_is_left_computed():
     assert not _is_rewritten(NormalizedPositions(), torch.randn(1, 12, 8))
     report = lower_and_compare(
-        NormalizedPositions(), (torch.randn(1, 12, 8),), dynamic_shapes=({1: FRAMES},), also_run=[(torch.randn(1, 40, 8),)]
+        NormalizedPositions(),
+        (torch.randn(1, 12, 8),),
+        dynamic_shapes=({1: FRAMES},),
+        also_run=[(torch.randn(1, 40, 8),)],
     )
     assert "aten.arange" in report.ops_outside_delegates
 

@@ -153,7 +153,9 @@ def test_does_nothing_on_an_lvc_whose_kernel_no_predictor_computes_or_another_ei
     ep = export_aten(PlainKernelLvc().eval(), inputs)
     rewrite = LocationVariableConvAsBmmPass(ep)
     assert not rewrite(ep.graph_module).modified
-    assert any("kernel: not the channels of a float32 conv1d" in reason for _, reason in rewrite.skipped), rewrite.skipped
+    assert any("kernel: not the channels of a float32 conv1d" in reason for _, reason in rewrite.skipped), (
+        rewrite.skipped
+    )
 
     class BatchedMatmul(torch.nn.Module):
         def forward(self, a, b):

@@ -106,6 +106,9 @@ class NegativeInfinityMaskAttention(torch.nn.Module):
 
 def test_does_nothing_on_a_float_mask_that_may_hold_negative_infinity():
     q = torch.randn(1, 2, 6, 8)
-    for module, inputs in ((UserMaskAttention(), (q, torch.zeros(1, 2, 6, 6))), (NegativeInfinityMaskAttention(), (q,))):
+    for module, inputs in (
+        (UserMaskAttention(), (q, torch.zeros(1, 2, 6, 6))),
+        (NegativeInfinityMaskAttention(), (q,)),
+    ):
         ep = export_aten(module, inputs)
         assert not SdpaAsMatmulsPass(ep)(ep.graph_module).modified, module

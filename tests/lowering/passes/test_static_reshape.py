@@ -62,9 +62,7 @@ class Flatten(torch.nn.Module):
 def test_does_nothing_on_static_reshapes_or_two_symbolic_sizes():
     ep = export_aten(SplitAndMergeHeads().eval(), (torch.randn(1, 20, 32),))
     assert not StaticReshapePass(ep)(ep.graph_module).modified
-    both = export_aten(
-        Flatten(), (torch.randn(3, 20, 4, 4),), dynamic_shapes=({0: Dim("batch", max=8), 1: FRAMES},)
-    )
+    both = export_aten(Flatten(), (torch.randn(3, 20, 4, 4),), dynamic_shapes=({0: Dim("batch", max=8), 1: FRAMES},))
     assert not StaticReshapePass(both)(both.graph_module).modified
 
 

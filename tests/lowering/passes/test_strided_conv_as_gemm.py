@@ -50,10 +50,18 @@ def strided_gemms(ep) -> int:
     sources = constant_sources(ep)
     count = 0
     for node in ep.graph.nodes:
-        if node.target not in (aten.conv1d.default, aten.conv2d.default) or len(node.args) < 4 or max(node.args[3]) == 1:
+        if (
+            node.target not in (aten.conv1d.default, aten.conv2d.default)
+            or len(node.args) < 4
+            or max(node.args[3]) == 1
+        ):
             continue
         weight = sources.get(node.args[1])
-        selects = weight is not None and bool(((weight == 0) | (weight == 1)).all()) and bool((weight.flatten(1).sum(1) == 1).all())
+        selects = (
+            weight is not None
+            and bool(((weight == 0) | (weight == 1)).all())
+            and bool((weight.flatten(1).sum(1) == 1).all())
+        )
         count += not selects
     return count
 
