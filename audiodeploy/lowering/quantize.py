@@ -52,8 +52,8 @@ import torch
 from torch.export import ExportedProgram
 
 from audiodeploy.errors import AudiodeployError
+from audiodeploy.lowering.passes._gemms import gemm_label
 from audiodeploy.lowering.passes.conv1d_as_conv2d import Conv1dAsConv2dPass
-from audiodeploy.lowering.passes.fold_computed_gemm_weights import gemm_label
 from audiodeploy.lowering.report import GemmSensitivity
 
 aten = torch.ops.aten

@@ -9,7 +9,7 @@ from dataclasses import asdict, dataclass, field
 import torch
 from torch.export import ExportedProgram
 
-from audiodeploy.lowering.passes.fold_computed_gemm_weights import GEMM_STATIC_SLOTS, gemm_label
+from audiodeploy.lowering.passes._gemms import GEMM_STATIC_SLOTS, gemm_label
 
 _DELEGATE_CALL = torch.ops.higher_order.executorch_call_delegate
 # Edge-dialect names of the GEMMs XNNPACK can delegate.

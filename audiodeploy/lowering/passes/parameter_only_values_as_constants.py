@@ -37,6 +37,7 @@ import logging
 import torch
 from torch.fx.passes.infra.pass_base import PassResult
 
+from audiodeploy.lowering.passes._gemms import static_slots
 from audiodeploy.lowering.passes._graph import (
     ExportedProgramPass,
     add_constant,
@@ -47,7 +48,6 @@ from audiodeploy.lowering.passes._graph import (
     replace_node,
     rewrite_done,
 )
-from audiodeploy.lowering.passes.fold_computed_gemm_weights import static_slots
 
 log = logging.getLogger(__name__)
 
