@@ -66,7 +66,7 @@ from torch.export import ExportedProgram
 from audiodeploy._files import atomic_write_bytes
 from audiodeploy.lowering import fidelity as fidelity_measures
 from audiodeploy.lowering.partitioner import ExplainingXnnpackPartitioner
-from audiodeploy.lowering.passes import rewrite_for_xnnpack
+from audiodeploy.lowering.passes import Rewritten, rewrite_for_xnnpack
 from audiodeploy.lowering.passes.fold_computed_gemm_weights import (
     AppliedFold,
     FoldCandidate,
@@ -93,6 +93,7 @@ from audiodeploy.lowering.report import (
     NotFolded,
     QuantizationReport,
     QuantizedMethod,
+    SkippedRewrite,
     describe_lowered_method,
 )
 
@@ -191,7 +192,7 @@ def lower(
     export_ranges = {name: export_symbol_ranges(ep) for name, ep in exported.items()}
     if rewrite is None:
         rewrite = fold
-    rewrites = {name: rewrite_for_xnnpack(ep) if rewrite else () for name, ep in exported.items()}
+    rewrites = {name: rewrite_for_xnnpack(ep) if rewrite else None for name, ep in exported.items()}
     plans = {name: plan_folds(ep) if fold else None for name, ep in exported.items()}
     to_fold: dict[str, list[FoldCandidate]] = {name: list(p.candidates) if p else [] for name, p in plans.items()}
     declined_folds: dict[str, list[NotFolded]] = {name: [] for name in exported}
@@ -408,7 +409,7 @@ def _method_report(
     plan: FoldPlan | None,
     declined_folds: list[NotFolded],
     partitioner: ExplainingXnnpackPartitioner,
-    rewrites: tuple[str, ...],
+    rewritten: Rewritten | None,
 ) -> MethodReport:
     folds = tuple(
         Fold(
@@ -423,6 +424,16 @@ def _method_report(
     not_folded = tuple(NotFolded(r.gemm_label, r.reason) for r in (plan.rejections if plan else ())) + tuple(
         declined_folds
     )
+    skipped = tuple(
+        SkippedRewrite(rewrite, reason, nodes)
+        for (rewrite, reason), nodes in (rewritten.skipped.items() if rewritten else ())
+    )
     return describe_lowered_method(
-        name, edge.exported_program(name), partitioner.decline_reasons, folds, not_folded, rewrites
+        name,
+        edge.exported_program(name),
+        partitioner.decline_reasons,
+        folds,
+        not_folded,
+        rewritten.changed if rewritten else (),
+        skipped,
     )

@@ -42,6 +42,17 @@ class DeclinedGemm:
 
 
 @dataclass(frozen=True)
+class SkippedRewrite:
+    """Nodes a graph rewrite looked at and left as they were, for one reason."""
+
+    rewrite: str
+    """The pass's class name."""
+    reason: str
+    nodes: tuple[str, ...]
+    """The nodes' names in the exported program."""
+
+
+@dataclass(frozen=True)
 class MethodReport:
     name: str
     delegates: int
@@ -51,6 +62,8 @@ class MethodReport:
     gemms_not_delegated: tuple[DeclinedGemm, ...] = ()
     rewrites: tuple[str, ...] = ()
     """The graph rewrites (pass class names) that changed this method before partitioning."""
+    skipped_rewrites: tuple[SkippedRewrite, ...] = ()
+    """What each rewrite looked at and left as it was, grouped by rewrite and reason."""
 
     @property
     def bytes_freed(self) -> int:
@@ -187,6 +200,9 @@ class LoweringReport:
                 not_folded=tuple(NotFolded(**n) for n in m["not_folded"]),
                 gemms_not_delegated=tuple(DeclinedGemm(**g) for g in m["gemms_not_delegated"]),
                 rewrites=tuple(m.get("rewrites", ())),
+                skipped_rewrites=tuple(
+                    SkippedRewrite(s["rewrite"], s["reason"], tuple(s["nodes"])) for s in m.get("skipped_rewrites", ())
+                ),
             )
             for name, m in data["methods"].items()
         }
@@ -219,6 +235,8 @@ class LoweringReport:
             )
             if method.rewrites:
                 lines.append(f"  rewritten by: {', '.join(method.rewrites)}")
+            if verbose:
+                lines.extend(f"  left by {s.rewrite}: {_some(s.nodes)}: {s.reason}" for s in method.skipped_rewrites)
             if method.folds:
                 lines.append(
                     f"  folded {len(method.folds)} computed weight(s): freed {_size(method.bytes_freed)}, "
@@ -233,6 +251,14 @@ class LoweringReport:
         if self.quantization is not None:
             lines.extend(self.quantization.describe_lines(verbose))
         return "\n".join(lines)
+
+
+def _some(names: tuple[str, ...]) -> str:
+    return (
+        names[0]
+        if len(names) == 1
+        else f"{len(names)} nodes ({', '.join(names[:3])}{', ...' if len(names) > 3 else ''})"
+    )
 
 
 def _refusals(what: str, refused: list[tuple[str, str]], verbose: bool) -> list[str]:
@@ -275,6 +301,7 @@ def describe_lowered_method(
     folds: tuple[Fold, ...],
     not_folded: tuple[NotFolded, ...],
     rewrites: tuple[str, ...] = (),
+    skipped_rewrites: tuple[SkippedRewrite, ...] = (),
 ) -> MethodReport:
     """Summarize one method of an edge program after ``to_backend``."""
     delegates = 0
@@ -301,4 +328,5 @@ def describe_lowered_method(
         not_folded=not_folded,
         gemms_not_delegated=tuple(declined),
         rewrites=rewrites,
+        skipped_rewrites=skipped_rewrites,
     )

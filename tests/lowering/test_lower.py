@@ -71,3 +71,14 @@ def test_several_methods_need_method_objects():
         audiodeploy.lower({"forward": torch.nn.Linear(2, 2)})
     with pytest.raises(TypeError, match="example_inputs is required"):
         audiodeploy.lower(torch.nn.Linear(2, 2))
+
+
+def test_the_report_says_what_each_rewrite_left_as_it_was_and_why():
+    torch.manual_seed(0)
+    lowered = audiodeploy.lower(torch.nn.Conv1d(2, 4, 3).eval(), (torch.randn(1, 2, 16),))
+    skipped = lowered.report.methods["forward"].skipped_rewrites
+    strided = [s for s in skipped if s.rewrite == "StridedConvAsGemmPass"]
+    assert len(strided) == 1 and strided[0].reason.startswith("stride 1") and len(strided[0].nodes) == 1
+    assert "left by StridedConvAsGemmPass" in lowered.report.describe(verbose=True)
+    assert "left by" not in lowered.report.describe()  # only -v lists them
+    assert LoweringReport.from_dict(json.loads(lowered.report.to_json())) == lowered.report

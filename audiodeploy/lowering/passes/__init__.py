@@ -6,6 +6,8 @@ in this order, so that the XNNPACK partitioner can take the whole program.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from torch.export import ExportedProgram
 
 from audiodeploy.lowering.passes.attention_heads_as_batch import AttentionHeadsAsBatchPass
@@ -49,10 +51,24 @@ XNNPACK_REWRITES = (
 )
 
 
-def rewrite_for_xnnpack(ep: ExportedProgram) -> tuple[str, ...]:
-    """Apply :data:`XNNPACK_REWRITES` to ``ep`` in place; the names of those that changed it."""
+@dataclass(frozen=True)
+class Rewritten:
+    """What :data:`XNNPACK_REWRITES` did to one program."""
+
+    changed: tuple[str, ...]
+    """The passes (class names) that changed it, in the order they ran."""
+    skipped: dict[tuple[str, str], tuple[str, ...]]
+    """(pass, reason) -> the nodes that pass looked at and left as they were, for that reason."""
+
+
+def rewrite_for_xnnpack(ep: ExportedProgram) -> Rewritten:
+    """Apply :data:`XNNPACK_REWRITES` to ``ep`` in place; which changed it, and what each left as it was, and why."""
     changed = []
+    skipped: dict[tuple[str, str], list[str]] = {}
     for pass_class in XNNPACK_REWRITES:
-        if pass_class(ep)(ep.graph_module).modified:
+        rewrite = pass_class(ep)
+        if rewrite(ep.graph_module).modified:
             changed.append(pass_class.__name__)
-    return tuple(changed)
+        for node, reason in getattr(rewrite, "skipped", ()):
+            skipped.setdefault((pass_class.__name__, reason), []).append(node)
+    return Rewritten(tuple(changed), {key: tuple(nodes) for key, nodes in skipped.items()})
