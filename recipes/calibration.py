@@ -8,7 +8,7 @@
 Each file becomes the inputs the program takes, as `audiodeploy run` would prepare them:
 
 - a waveform recipe (wav2vec2, HuBERT, WavLM): the file read as mono at the model's rate
-  (`audiodeploy.runtime.audio.AudioFile`), zero-padded to a multiple of the feature encoder's stride;
+  (`audiodeploy.program.audio.AudioFile`), zero-padded to a multiple of the feature encoder's stride;
 - a vocoder: the log-mel frames of the built model's own front end (`built.mel`) over the file.
 
 A file longer than the program's longest input is cut into windows of that length, as `run` cuts it (the last
@@ -44,7 +44,7 @@ if TYPE_CHECKING:
     import torch
 
     from audiodeploy.lowering.report import QuantizationReport
-    from audiodeploy.runtime.audio import AudioFile
+    from audiodeploy.program.audio import AudioFile
 
     from .spec import BuiltModel
 
@@ -182,7 +182,7 @@ def _notes(
 def fidelity_warnings(report: QuantizationReport) -> tuple[str, ...]:
     """One line per method whose fidelity against fp32 is under its floor (`fidelity.SNR_FLOORS_DB`), with what to
     do about it; empty when the program is faithful enough."""
-    from audiodeploy.lowering.fidelity import below_floor
+    from audiodeploy.program.fidelity import below_floor
 
     warnings = []
     for method in report.methods.values():
@@ -204,7 +204,7 @@ def fidelity_measures(built: BuiltModel) -> dict[str, Callable[[torch.Tensor, to
     """What a quantized program of `built` is measured by (`audiodeploy.lower(..., fidelity=...)`), by task:
     every program: `snr_db`, `max_abs_diff`; CTC logits: also `argmax_agreement` (frames); vocoders: the SNR as
     `waveform_snr_db` and `log_mel_distance` through the recipe's own front end."""
-    from audiodeploy.lowering import fidelity
+    from audiodeploy.program import fidelity
 
     if built.output.kind == "ctc-logits":
         return {
@@ -223,7 +223,7 @@ def fidelity_measures(built: BuiltModel) -> dict[str, Callable[[torch.Tensor, to
 
 def _inputs(built: BuiltModel, path: Path) -> tuple[list[tuple[torch.Tensor, ...]], bool]:
     """The inputs of one file (a window each), and whether the file was repeated up to the shortest input."""
-    from audiodeploy.runtime.audio import AudioFile, AudioInputError
+    from audiodeploy.program.audio import AudioFile, AudioInputError
 
     try:
         with AudioFile(path, built.sample_rate) as audio:

@@ -491,7 +491,7 @@ def _default_name(request: BenchRequest, target: dict) -> str:
 
 
 def _case_record(case: _Case, measured: dict[str, Measurement], baseline: str | None) -> dict:
-    from audiodeploy.lowering.fidelity import frame_argmax_agreement, output_snr_db
+    from audiodeploy.program.fidelity import frame_argmax_agreement, output_snr_db
 
     figures = {}
     for name, m in measured.items():

@@ -64,7 +64,6 @@ from executorch.exir.passes.init_mutable_pass import InitializedMutableBufferPas
 from torch.export import ExportedProgram
 
 from audiodeploy._files import atomic_write_bytes
-from audiodeploy.lowering import fidelity as fidelity_measures
 from audiodeploy.lowering.partitioner import ExplainingXnnpackPartitioner
 from audiodeploy.lowering.passes import Rewritten, rewrite_for_xnnpack
 from audiodeploy.lowering.passes.fold_computed_gemm_weights import (
@@ -96,6 +95,7 @@ from audiodeploy.lowering.report import (
     SkippedRewrite,
     describe_lowered_method,
 )
+from audiodeploy.program import fidelity as fidelity_measures
 
 logger = logging.getLogger(__name__)
 
@@ -168,7 +168,7 @@ def lower(
     patterns (``fnmatch`` on ``nn_module_stack`` paths) whose GEMMs stay fp32. The quantized program
     is run on ``fidelity_inputs`` (default: two generated signals unlike the calibration ones) and
     compared with eager by the ``fidelity`` measures (name -> ``(reference, actual) -> float``;
-    default: ``snr_db`` and ``max_abs_diff`` of :mod:`~audiodeploy.lowering.fidelity`).
+    default: ``snr_db`` and ``max_abs_diff`` of :mod:`~audiodeploy.program.fidelity`).
     ``sensitivity`` also quantizes each GEMM alone (every one, kept ones included) and records the
     output SNR on the fidelity inputs, most sensitive first, so that a user can choose ``keep_fp32``;
     it simulates int8 in PyTorch and costs seconds per GEMM. A ``keep_fp32`` pattern that matches no GEMM

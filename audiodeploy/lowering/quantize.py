@@ -361,7 +361,7 @@ def gemm_sensitivity(
     choosing ``keep_fp32`` patterns, measured in seconds per GEMM on small models (minutes in all for a
     HiFi-GAN V1's 78 convolutions), so ``progress`` hears of each GEMM as it starts.
     """
-    from audiodeploy.lowering.fidelity import measure, output_snr_db
+    from audiodeploy.program.fidelity import measure, output_snr_db
 
     check_options(scheme, calibration, stacklevel=2)
     _rewrite_for_scheme(ep, scheme)

@@ -5,6 +5,11 @@ specifications (`InputSpec`, `OutputSpec`), the CTC vocabulary of a speech recog
 front end of a vocoder (`MelSpectrogram`), the lowering report and the versions it was made with. Recipes import
 these types to declare what they build; the runtime reads them back to run a program without any model code.
 Nothing here imports torch at import time, nor any model library.
+
+Two model-free modules beside them are imported where they are used, since they bring numpy, soundfile or torch:
+`audiodeploy.program.audio` reads and writes audio as a program takes it (the runtime's input, and calibration's
+through the recipes), and `audiodeploy.program.fidelity` holds the metrics of a program's output against eager
+PyTorch (the int8 report, the recipes' measures, the bench).
 """
 
 from audiodeploy.program.description import (

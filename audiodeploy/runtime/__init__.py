@@ -16,7 +16,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 _EXPORTS = {
-    "AudioInputError": "audiodeploy.runtime.audio",
+    "AudioInputError": "audiodeploy.program.audio",
     "DescriptionError": "audiodeploy.program.description",
     "Model": "audiodeploy.runtime.model",
     "SpeechRecognizer": "audiodeploy.runtime.model",
@@ -35,8 +35,8 @@ _EXPORTS = {
 __all__ = sorted(_EXPORTS)
 
 if TYPE_CHECKING:
+    from audiodeploy.program.audio import AudioInputError
     from audiodeploy.program.description import DescriptionError
-    from audiodeploy.runtime.audio import AudioInputError
     from audiodeploy.runtime.model import (
         Model,
         SpeechRecognizer,

@@ -22,9 +22,9 @@ import numpy as np
 
 from audiodeploy._files import display
 from audiodeploy.errors import AudiodeployError
+from audiodeploy.program.audio import AudioFile, AudioInputError, WavWriter, clipping_warning, open_audio
 from audiodeploy.program.description import DescriptionError, ProgramDescription, read_sidecar, sidecar_path
 from audiodeploy.program.spec import InputSpec, Task
-from audiodeploy.runtime.audio import AudioFile, AudioInputError, WavWriter, clipping_warning, open_audio
 from audiodeploy.runtime.program import Program
 from audiodeploy.runtime.windows import Window, WindowPlan, plan_windows
 
@@ -97,7 +97,7 @@ class Waveform:
 
     def save(self, path: str | os.PathLike[str]) -> Path:
         """Write it as a 16-bit wav, atomically."""
-        from audiodeploy.runtime.audio import write_wav
+        from audiodeploy.program.audio import write_wav
 
         return write_wav(path, self.samples, self.sample_rate)
 

@@ -27,11 +27,12 @@ import torch
 
 import audiodeploy
 from audiodeploy import recipes
-from audiodeploy.lowering import fidelity
 from audiodeploy.lowering.passes import rewrite_for_xnnpack
 from audiodeploy.lowering.passes.fold_computed_gemm_weights import apply_folds, plan_folds
 from audiodeploy.lowering.quantize import SCHEMES, quantize_program
 from audiodeploy.lowering.report import QuantizationReport, QuantizedMethod
+from audiodeploy.program import fidelity
+from audiodeploy.program.audio import AudioFile
 from audiodeploy.recipes.calibration import (
     MIN_CALIBRATION_SECONDS,
     calibration_files,
@@ -43,7 +44,6 @@ from audiodeploy.recipes.calibration import (
 from audiodeploy.recipes.errors import CalibrationError, QuantizationSchemeError, RecipeError
 from audiodeploy.recipes.spec import LengthRange
 from audiodeploy.runtime import Program
-from audiodeploy.runtime.audio import AudioFile
 from tests.recipes.helpers import assert_one_line
 
 ENCODER_SNR_DB = 28.0

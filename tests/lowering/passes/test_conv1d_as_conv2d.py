@@ -11,9 +11,9 @@ from torch.export import Dim
 from torch.nn.utils.parametrizations import weight_norm
 
 import audiodeploy
-from audiodeploy.lowering import fidelity
 from audiodeploy.lowering.passes.conv1d_as_conv2d import Conv1dAsConv2dPass
 from audiodeploy.lowering.passes.fold_computed_gemm_weights import apply_folds, plan_folds
+from audiodeploy.program import fidelity
 from tests.pipeline import export_aten, run_lowered
 
 FRAMES = Dim("frames", min=16, max=400)

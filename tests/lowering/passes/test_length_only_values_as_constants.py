@@ -8,9 +8,9 @@ from torch.export import Dim
 from torch.nn.utils.parametrizations import weight_norm
 
 import audiodeploy
-from audiodeploy.lowering import fidelity
 from audiodeploy.lowering.passes import length_only_values_as_constants
 from audiodeploy.lowering.passes.length_only_values_as_constants import LengthOnlyValuesAsConstantsPass
+from audiodeploy.program import fidelity
 from tests.lowering.passes.modules import relative_position_buckets
 from tests.pipeline import export_aten, lower_and_compare, run_lowered
 

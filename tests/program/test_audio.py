@@ -12,8 +12,8 @@ import soundfile
 import torch
 import torchaudio.functional
 
-from audiodeploy.runtime import audio as audio_module
-from audiodeploy.runtime.audio import AudioArray, AudioFile, AudioInputError, WavWriter
+from audiodeploy.program import audio as audio_module
+from audiodeploy.program.audio import AudioArray, AudioFile, AudioInputError, WavWriter
 
 
 def write(path, samples, rate, subtype="FLOAT"):
