@@ -11,7 +11,7 @@ from __future__ import annotations
 import functools
 import logging
 import operator
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar, TypeAlias
 
@@ -294,6 +294,18 @@ def ancestors(
     return reached
 
 
+@torch.no_grad()
+def evaluate(computation: Iterable[torch.fx.Node], known: Mapping[torch.fx.Node, Any]) -> dict[torch.fx.Node, Any]:
+    """Run the nodes of `computation`, in the order given (graph order), on real values: those `known` (constants,
+    sizes) and those computed before them. Every node's value, the known ones included."""
+    values = dict(known)
+    for node in computation:
+        if node not in values:
+            args, kwargs = torch.fx.map_arg((node.args, node.kwargs), values.__getitem__)
+            values[node] = node.target(*args, **kwargs)
+    return values
+
+
 def constant_sources(ep: ExportedProgram) -> dict[torch.fx.Node, torch.Tensor]:
     """The placeholders holding parameters, unmutated buffers and constants, with their values.
 
@@ -380,7 +392,7 @@ class NodeRewritePass(ExportedProgramPass):
     logged at DEBUG, so ``audiodeploy -v`` shows why a node stayed as it was.
     """
 
-    targets: ClassVar[frozenset[torch._ops.OpOverload]]
+    targets: ClassVar[frozenset[Any]] = frozenset()
 
     def __init__(self, exported_program: ExportedProgram) -> None:
         super().__init__(exported_program)
@@ -397,8 +409,19 @@ class NodeRewritePass(ExportedProgramPass):
         """The program's constant placeholders and their values (:func:`constant_sources`) as the pass started."""
         return constant_sources(self.exported_program)
 
+    def candidates(self) -> Iterable[torch.fx.Node]:
+        """The nodes :meth:`rewrite` looks at, in that order: each call of an op of :attr:`targets`, in graph order.
+
+        A pass whose match is found by looking at the whole graph first (the roots of the values computed from
+        constants alone, say) overrides this instead of naming ops.
+        """
+        return [node for node in self.graph.nodes if node.op == "call_function" and node.target in self.targets]
+
     def rewrite(self, node: torch.fx.Node) -> Rewrite:
         raise NotImplementedError
+
+    def finish(self) -> None:
+        """Called once after a pass that rewrote something, before unused nodes are dropped."""
 
     def release_constant(self, constant: torch.fx.Node) -> None:
         """Drop ``constant`` after the pass unless something still reads it: its bytes would stay in the program."""
@@ -407,8 +430,8 @@ class NodeRewritePass(ExportedProgramPass):
     def call(self, graph_module: torch.fx.GraphModule) -> PassResult:
         log = logging.getLogger(type(self).__module__)
         erased: set[torch.fx.Node] = set()  # by a region's rewrite, after the loop took its list of nodes
-        for node in list(graph_module.graph.nodes):
-            if node in erased or node.op != "call_function" or node.target not in self.targets:
+        for node in list(self.candidates()):
+            if node in erased:
                 continue
             with graph_module.graph.inserting_before(node):
                 result = self.rewrite(node)
@@ -422,6 +445,7 @@ class NodeRewritePass(ExportedProgramPass):
                 replace_node(self.exported_program, replaced, replacement)
                 erased.add(replaced)
         if self.rewritten:
+            self.finish()
             rewrite_done(self.exported_program)
         for constant in dict.fromkeys(self._released):
             if not constant.users:

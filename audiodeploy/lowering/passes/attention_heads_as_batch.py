@@ -44,19 +44,13 @@ depend on the input length.
 from __future__ import annotations
 
 import torch
-from torch.export import ExportedProgram
-from torch.fx.passes.infra.pass_base import PassResult
 
 from audiodeploy.lowering.passes._graph import (
-    ExportedProgramPass,
+    NodeRewritePass,
+    Skip,
     add_constant,
-    constant_sources,
-    drop_constant,
     insert_op,
     insert_reshape,
-    replace_input,
-    replace_node,
-    rewrite_done,
     static_view_sizes,
     tensor_of,
     value,
@@ -118,78 +112,77 @@ def _keeps_batch_dim(node: torch.fx.Node) -> bool:
     return target == aten.matmul.default and _is_batched_matmul(node)
 
 
-class AttentionHeadsAsBatchPass(ExportedProgramPass):
-    def call(self, graph_module: torch.fx.GraphModule) -> PassResult:
-        graph = graph_module.graph
-        done: set[torch.fx.Node] = set()
-        sources = constant_sources(self.exported_program)
-        modified = False
-        for node in list(graph.nodes):
-            if node in done or node.op != "call_function" or not _is_batched_matmul(node):
-                continue
-            region = _grow_region(node)
-            done |= region
-            modified |= _rewrite(self.exported_program, region, sources)
-        if modified:
-            rewrite_done(self.exported_program)
-        return PassResult(graph_module, modified)
+class AttentionHeadsAsBatchPass(NodeRewritePass):
+    def candidates(self) -> list[torch.fx.Node]:
+        """The first batched matmul of each region, the regions grown before any is rewritten."""
+        self._regions: dict[torch.fx.Node, set[torch.fx.Node]] = {}
+        claimed: set[torch.fx.Node] = set()
+        for node in self.graph.nodes:
+            if node not in claimed and node.op == "call_function" and _is_batched_matmul(node):
+                self._regions[node] = _grow_region(node, claimed)
+                claimed |= self._regions[node]
+        return list(self._regions)
+
+    def rewrite(self, seed: torch.fx.Node) -> dict[torch.fx.Node, torch.fx.Node] | Skip:
+        """The region of ``seed`` on 3-D tensors: what leaves it, reshaped back or given its leading 1 again."""
+        ep, graph = self.exported_program, self.graph
+        order = [n for n in graph.nodes if n in self._regions[seed]]
+        region = set(order)
+        entries = {a for n in order for a in n.all_input_nodes if a not in region and value(a) is not None}
+        constant_entries = {e for e in entries if e in self.constants}
+        exits = {n: [u for u in n.users if u not in region] for n in order}
+        # Plan every reshape first: the region is rewritten whole or not at all.
+        entry_sizes = {e: static_view_sizes(tensor_of(e).shape[1:]) for e in entries - constant_entries}
+        exit_sizes = {
+            n: static_view_sizes(tensor_of(n).shape)
+            for n, users in exits.items()
+            if any(not _reshapes(u, n) for u in users)
+        }
+        if any(s is None for s in (*entry_sizes.values(), *exit_sizes.values())):
+            return Skip("a reshape into or out of the region would have two sizes that depend on the input")
+        sizes = {node: s for node, s in (*entry_sizes.items(), *exit_sizes.items()) if s is not None}
+
+        squeezed: dict[torch.fx.Node, torch.fx.Node] = {}
+        for node in order:
+            with graph.inserting_before(node):
+                for entry in node.all_input_nodes:
+                    if entry in constant_entries and entry not in squeezed:
+                        self.release_constant(entry)  # what was read as 4-D is now stored as 3-D
+                        squeezed[entry] = add_constant(ep, graph, f"{entry.name}_3d", self.constants[entry].squeeze(0))
+                    elif entry in entries and entry not in squeezed:
+                        squeezed[entry] = insert_reshape(graph, _reshape_source(entry), sizes[entry], origin=entry)
+                squeezed[node] = _squeezed_op(graph, node, squeezed)
+        # A reshape leaving the region reshapes the 3-D result instead; anything else reads the result given its
+        # leading 1 back. The region's own nodes are then read by nothing and dropped.
+        replacements: dict[torch.fx.Node, torch.fx.Node] = {}
+        for node, users in exits.items():
+            for user in users:
+                if _reshapes(user, node):
+                    with graph.inserting_before(user):
+                        replacements[user] = insert_reshape(graph, squeezed[node], list(user.args[1]), origin=user)
+        for node in exit_sizes:
+            with graph.inserting_after(squeezed[node]):
+                replacements[node] = insert_reshape(graph, squeezed[node], sizes[node], origin=node)
+        return replacements
 
 
-def _grow_region(seed: torch.fx.Node) -> set[torch.fx.Node]:
+def _reshapes(user: torch.fx.Node, node: torch.fx.Node) -> bool:
+    """Whether ``user`` is a reshape of ``node``."""
+    return user.target in _RESHAPES and user.args[0] is node
+
+
+def _grow_region(seed: torch.fx.Node, claimed: set[torch.fx.Node]) -> set[torch.fx.Node]:
+    """``seed`` and the ops around it that leave dimension 0 alone, outside the regions ``claimed`` already."""
     region = {seed}
     stack = [seed]
     while stack:
         node = stack.pop()
         neighbours = [*node.users, *(a for a in node.args[:2] if isinstance(a, torch.fx.Node))]
         for other in neighbours:
-            if other not in region and _keeps_batch_dim(other):
+            if other not in region and other not in claimed and _keeps_batch_dim(other):
                 region.add(other)
                 stack.append(other)
     return region
-
-
-def _rewrite(ep: ExportedProgram, region: set[torch.fx.Node], sources: dict[torch.fx.Node, torch.Tensor]) -> bool:
-    graph = ep.graph
-    order = [n for n in graph.nodes if n in region]
-    entries = {a for n in order for a in n.all_input_nodes if a not in region and value(a) is not None}
-    constant_entries = {e for e in entries if e in sources}
-    exits = {n: [u for u in n.users if u not in region] for n in order}
-    # Plan every reshape first: the region is rewritten whole or not at all.
-    entry_sizes = {e: static_view_sizes(tensor_of(e).shape[1:]) for e in entries - constant_entries}
-    exit_sizes = {
-        n: static_view_sizes(tensor_of(n).shape)
-        for n, users in exits.items()
-        if any(u.target not in _RESHAPES or u.args[0] is not n for u in users)
-    }
-    if any(s is None for s in (*entry_sizes.values(), *exit_sizes.values())):
-        return False
-    sizes = {node: s for node, s in (*entry_sizes.items(), *exit_sizes.items()) if s is not None}
-
-    squeezed: dict[torch.fx.Node, torch.fx.Node] = {}
-    for node in order:
-        with graph.inserting_before(node):
-            for entry in node.all_input_nodes:
-                if entry in constant_entries and entry not in squeezed:
-                    squeezed[entry] = add_constant(ep, graph, f"{entry.name}_3d", sources[entry].squeeze(0))
-                elif entry in entries and entry not in squeezed:
-                    squeezed[entry] = insert_reshape(graph, _reshape_source(entry), sizes[entry], origin=entry)
-            squeezed[node] = _squeezed_op(graph, node, squeezed)
-    for node, users in exits.items():
-        for user in users:
-            if user.target in _RESHAPES and user.args[0] is node:
-                with graph.inserting_before(user):
-                    replacement = insert_reshape(graph, squeezed[node], list(user.args[1]), origin=user)
-                replace_node(ep, user, replacement)
-            else:
-                with graph.inserting_before(user):
-                    restored = insert_reshape(graph, squeezed[node], sizes[node], origin=node)
-                replace_input(ep, user, node, restored)
-    for node in reversed(order):
-        graph.erase_node(node)
-    for constant in constant_entries:
-        if not constant.users:
-            drop_constant(ep, constant)  # what was read as 4-D is now stored as 3-D
-    return True
 
 
 def _reshape_source(entry: torch.fx.Node) -> torch.fx.Node:

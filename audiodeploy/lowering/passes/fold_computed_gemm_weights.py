@@ -37,6 +37,11 @@ A candidate is rejected, and the pass leaves its GEMM as it is, when
 A GEMM whose weight depends on a user input (attention's ``q @ k``) is no
 candidate. The pass does nothing on a program whose GEMMs all take parameters
 directly.
+
+Unlike the rewrites, the fold is not a :class:`~audiodeploy.lowering.passes._graph.NodeRewritePass`: the lowering
+plans it once, lowers, and applies it again without the folds XNNPACK still declined (each then reported with
+XNNPACK's reason), so planning and applying are two functions over a plan, and :func:`apply_folds` works on a copy
+of the program that each try starts from.
 """
 
 from __future__ import annotations
@@ -57,7 +62,7 @@ from torch.export.graph_signature import (
 )
 
 from audiodeploy.lowering.passes._gemms import gemm_label, module_path, static_slots
-from audiodeploy.lowering.passes._graph import external_data_tag, is_pure
+from audiodeploy.lowering.passes._graph import evaluate, external_data_tag, is_pure
 
 aten = torch.ops.aten
 
@@ -260,12 +265,8 @@ def _source_value(ep: ExportedProgram, node: torch.fx.Node) -> torch.Tensor:
 def _evaluate(ep: ExportedProgram, candidate: FoldCandidate) -> dict[str, torch.Tensor]:
     """Run the computation on the real tensors; returns root name -> folded tensor."""
     nodes = {n.name: n for n in ep.graph.nodes}
-    values: dict[torch.fx.Node, object] = {nodes[s]: _source_value(ep, nodes[s]) for s in candidate.sources}
-    with torch.no_grad():
-        for name in candidate.computation:
-            node = nodes[name]
-            args, kwargs = torch.fx.map_arg((node.args, node.kwargs), values.__getitem__)
-            values[node] = node.target(*args, **kwargs)
+    known = {nodes[s]: _source_value(ep, nodes[s]) for s in candidate.sources}
+    values = evaluate([nodes[name] for name in candidate.computation], known)
     folded = {}
     for _, root in candidate.roots:
         value = values[nodes[root]]

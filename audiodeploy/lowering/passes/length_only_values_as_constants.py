@@ -58,7 +58,6 @@ computation as it is, and does nothing on a program without one, when
 
 from __future__ import annotations
 
-import logging
 import operator
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -67,21 +66,18 @@ from typing import Any
 import sympy
 import torch
 from torch.export.graph_signature import InputKind
-from torch.fx.passes.infra.pass_base import PassResult
 
 from audiodeploy.lowering.passes._graph import (
-    ExportedProgramPass,
+    NodeRewritePass,
+    Skip,
     add_constant,
     ancestors,
-    constant_sources,
+    evaluate,
     insert_op,
     is_pure,
-    replace_node,
-    rewrite_done,
 )
 
 aten = torch.ops.aten
-log = logging.getLogger(__name__)
 
 MAX_CONSTANT_BYTES = 64 * 2**20
 """Largest constant the pass stores: 64 MiB, e.g. WavLM large's bias (16 heads) up to about 20 s of audio."""
@@ -118,26 +114,20 @@ class _LinearSize:
         return self.scale * symbol_value + self.offset
 
 
-class LengthOnlyValuesAsConstantsPass(ExportedProgramPass):
-    def call(self, graph_module: torch.fx.GraphModule) -> PassResult:
-        ep = self.exported_program
-        graph = graph_module.graph
-        sources = constant_sources(ep)
-        length_only = self._length_only_nodes(sources)
-        modified = False
-        # Downstream first: a value computed from another one that is also read elsewhere is
-        # evaluated from its own sources before that one is replaced.
-        frontier = [n for n in graph.nodes if n in length_only and self._is_frontier(n, length_only)]
-        for node in reversed(frontier):
-            reason = self._rewrite(graph, node, length_only, sources)
-            if reason is None:
-                modified = True
-            else:
-                log.debug("%s left as computed: %s", node.name, reason)
-        if modified:
-            _erase_orphaned_checks(graph)
-            rewrite_done(ep)
-        return PassResult(graph_module, modified)
+class LengthOnlyValuesAsConstantsPass(NodeRewritePass):
+    def candidates(self) -> list[torch.fx.Node]:
+        """The length-only tensors computed here that something else reads, downstream first: a value computed
+        from another one that is also read elsewhere is evaluated from its own sources before that one is
+        replaced."""
+        self._length_only = self._length_only_nodes(self.constants)
+        frontier = [n for n in self.graph.nodes if n in self._length_only and self._is_frontier(n, self._length_only)]
+        return frontier[::-1]
+
+    def rewrite(self, node: torch.fx.Node) -> torch.fx.Node | Skip:
+        return self._rewrite(self.graph, node, self._length_only, self.constants)
+
+    def finish(self) -> None:
+        _erase_orphaned_checks(self.graph)
 
     # -- which nodes depend on the length only ------------------------------------------------------
 
@@ -168,38 +158,40 @@ class LengthOnlyValuesAsConstantsPass(ExportedProgramPass):
         node: torch.fx.Node,
         length_only: set[torch.fx.Node],
         sources: dict[torch.fx.Node, torch.Tensor],
-    ) -> str | None:
-        """Replace ``node`` by a sliced constant; ``None`` when done, else why not."""
+    ) -> torch.fx.Node | Skip:
+        """A sliced constant in place of ``node``."""
         ep = self.exported_program
         value: torch.Tensor = node.meta["val"]
         computation = _computation(node, length_only)
         symbols = set().union(*(_free_symbols(n.meta.get("val")) for n in computation))
         if not symbols:
             if not any(n.target in _POSITIONS for n in computation):
-                return "depends on no size and computes no positions"
+                return Skip("depends on no size and computes no positions")
             return self._store_whole(graph, node, computation, sources)
         if len(symbols) > 1:
-            return f"depends on {len(symbols)} symbols"
+            return Skip(f"depends on {len(symbols)} symbols")
         (symbol,) = symbols
         bounds = ep.range_constraints.get(symbol)
         if bounds is None or not isinstance(bounds.upper, sympy.Integer) or not isinstance(bounds.lower, sympy.Integer):
-            return f"{symbol} has no finite range"
+            return Skip(f"{symbol} has no finite range")
         lower, upper = int(bounds.lower), int(bounds.upper)
         linear_sizes = [_LinearSize.of(size, symbol) for size in value.shape]
         dims = [(d, size) for d, size in enumerate(linear_sizes) if size is not None]
         if len(dims) != len(linear_sizes):
-            return "a size is not a multiple of the length plus a constant"
+            return Skip("a size is not a multiple of the length plus a constant")
         dynamic = [(d, size) for d, size in dims if size.scale != 0]
         length_input = self._length_input(symbol)
         if length_input is None:
-            return f"no user input has a size from which {symbol} can be computed"
+            return Skip(f"no user input has a size from which {symbol} can be computed")
         largest = _evaluate(computation, node, sources, symbol, upper)
         if largest.numel() * largest.element_size() > MAX_CONSTANT_BYTES:
-            return f"{largest.numel() * largest.element_size() / 2**20:.0f} MiB at the longest length, over the limit"
+            return Skip(
+                f"{largest.numel() * largest.element_size() / 2**20:.0f} MiB at the longest length, over the limit"
+            )
         for symbol_value in range(lower, upper):
             corner = largest[tuple(slice(0, size.at(symbol_value)) for _, size in dims)]
             if not torch.equal(_evaluate(computation, node, sources, symbol, symbol_value), corner):
-                return f"its value at {symbol} = {symbol_value} is not the corner of its value at {upper}"
+                return Skip(f"its value at {symbol} = {symbol_value} is not the corner of its value at {upper}")
 
         constant = add_constant(ep, graph, f"{node.name}_at_longest", largest)
         first_op = next(n for n in graph.nodes if n.op != "placeholder")
@@ -210,8 +202,7 @@ class LengthOnlyValuesAsConstantsPass(ExportedProgramPass):
                 if size not in ends:
                     ends[size] = _linear_size_node(graph, symbol_node, size, origin=node)
                 cut = insert_op(graph, aten.slice.Tensor, (cut, d, 0, ends[size]), origin=node)
-        replace_node(ep, node, cut)
-        return None
+        return cut
 
     def _store_whole(
         self,
@@ -219,15 +210,12 @@ class LengthOnlyValuesAsConstantsPass(ExportedProgramPass):
         node: torch.fx.Node,
         computation: list[torch.fx.Node],
         sources: dict[torch.fx.Node, torch.Tensor],
-    ) -> str | None:
-        """Replace ``node``, computed at the program's one length, by its value; ``None`` when done, else why not."""
+    ) -> torch.fx.Node | Skip:
+        """The value of ``node``, computed at the program's one length, as a constant."""
         value = _evaluate(computation, node, sources, None, 0)
         if value.numel() * value.element_size() > MAX_CONSTANT_BYTES:
-            return f"{value.numel() * value.element_size() / 2**20:.0f} MiB, over the limit"
-        replace_node(
-            self.exported_program, node, add_constant(self.exported_program, graph, f"{node.name}_value", value)
-        )
-        return None
+            return Skip(f"{value.numel() * value.element_size() / 2**20:.0f} MiB, over the limit")
+        return add_constant(self.exported_program, graph, f"{node.name}_value", value)
 
     def _length_input(self, symbol: sympy.Symbol) -> tuple[torch.fx.Node, int, _LinearSize] | None:
         """A user input with a size ``scale * symbol + offset``: (placeholder, dimension, that size)."""
@@ -277,7 +265,6 @@ def _computation(node: torch.fx.Node, length_only: set[torch.fx.Node]) -> list[t
     return [n for n in node.graph.nodes if n in computed_from and n in length_only]
 
 
-@torch.no_grad()
 def _evaluate(
     computation: list[torch.fx.Node],
     node: torch.fx.Node,
@@ -286,19 +273,16 @@ def _evaluate(
     symbol_value: int,
 ) -> torch.Tensor:
     """The real value of ``node`` when ``symbol`` is ``symbol_value`` (``None``: every size is a number)."""
-    env: dict[torch.fx.Node, Any] = {}
+    known: dict[torch.fx.Node, Any] = {}
     for current in computation:
         if current in sources:
-            env[current] = sources[current]
+            known[current] = sources[current]
         elif current.target == aten.sym_size.int:
             size = current.meta["val"]
-            env[current] = (
+            known[current] = (
                 int(size.node.expr.subs(symbol, symbol_value)) if isinstance(size, torch.SymInt) else int(size)
             )
-        else:
-            args, kwargs = torch.fx.map_arg((current.args, current.kwargs), lambda n: env[n])
-            env[current] = current.target(*args, **kwargs)
-    return env[node]
+    return evaluate(computation, known)[node]
 
 
 def _erase_orphaned_checks(graph: torch.fx.Graph) -> None:

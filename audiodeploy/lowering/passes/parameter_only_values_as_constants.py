@@ -32,87 +32,62 @@ one, when
 
 from __future__ import annotations
 
-import logging
-
 import torch
-from torch.fx.passes.infra.pass_base import PassResult
 
 from audiodeploy.lowering.passes._gemms import static_slots
 from audiodeploy.lowering.passes._graph import (
-    ExportedProgramPass,
+    NodeRewritePass,
+    Skip,
     add_constant,
     ancestors,
-    constant_sources,
-    drop_constant,
+    evaluate,
     is_pure,
-    replace_node,
-    rewrite_done,
 )
 
-log = logging.getLogger(__name__)
 
-
-class ParameterOnlyValuesAsConstantsPass(ExportedProgramPass):
-    def call(self, graph_module: torch.fx.GraphModule) -> PassResult:
-        ep = self.exported_program
-        graph = graph_module.graph
-        sources = constant_sources(ep)
-        computed = self._computed_from(sources)
-        # GEMM weights and biases, and all they are computed from, are the GEMM fold's business.
+class ParameterOnlyValuesAsConstantsPass(NodeRewritePass):
+    def candidates(self) -> list[torch.fx.Node]:
+        """The roots of the values computed from constants alone that something else reads, downstream first (a
+        root another one reads is still computed when that one is evaluated); GEMM weights and biases, and all
+        they are computed from, are left to the GEMM fold."""
+        self._computed = self._computed_from()
         gemm_arguments = [
             arg
-            for node in graph.nodes
+            for node in self.graph.nodes
             for index, arg in enumerate(node.args)
-            if index in static_slots(node) and arg in computed
+            if index in static_slots(node) and arg in self._computed
         ]
-        reserved = ancestors(gemm_arguments, expand=computed.__contains__)
+        reserved = ancestors(gemm_arguments, expand=self._computed.__contains__)
         roots = [
             node
-            for node in graph.nodes
-            if node in computed and node not in reserved and any(user not in computed for user in node.users)
+            for node in self.graph.nodes
+            if node in self._computed
+            and node not in reserved
+            and any(user not in self._computed for user in node.users)
         ]
-        modified = False
-        for root in reversed(roots):  # downstream first: a root another one reads is still computed
-            computation = ancestors([root], expand=computed.__contains__)
-            read = [node for node in computation if node in sources]
-            value = _evaluate(root, computation, sources)
-            if value is None:
-                log.debug("%s left as computed: its value is not one tensor", root.name)
-                continue
-            freed = sum(sources[node].numel() * sources[node].element_size() for node in read)
-            if value.numel() * value.element_size() > freed:
-                log.debug("%s left as computed: its value is larger than the %d bytes it reads", root.name, freed)
-                continue
-            replace_node(ep, root, add_constant(ep, graph, f"{root.name}_value", value))
-            modified = True
-        if modified:
-            rewrite_done(ep)
-            for node in list(sources):
-                if not node.users:
-                    drop_constant(ep, node)
-            graph_module.recompile()
-        return PassResult(graph_module, modified)
+        return roots[::-1]
 
-    def _computed_from(self, sources: dict[torch.fx.Node, torch.Tensor]) -> set[torch.fx.Node]:
-        """The pure ops whose every input is a source or another such op (the sources themselves excluded)."""
+    def rewrite(self, root: torch.fx.Node) -> torch.fx.Node | Skip:
+        computation = ancestors([root], expand=self._computed.__contains__)
+        read = [node for node in computation if node in self.constants]
+        order = {node: index for index, node in enumerate(self.graph.nodes)}
+        known = {node: self.constants[node] for node in read}
+        value = evaluate(sorted(computation, key=order.__getitem__), known)[root]
+        if not isinstance(value, torch.Tensor):
+            return Skip("its value is not one tensor")
+        freed = sum(self.constants[node].numel() * self.constants[node].element_size() for node in read)
+        if value.numel() * value.element_size() > freed:
+            return Skip(f"its value is larger than the {freed} bytes it reads")
+        for node in read:
+            self.release_constant(node)
+        return add_constant(self.exported_program, self.graph, f"{root.name}_value", value)
+
+    def _computed_from(self) -> set[torch.fx.Node]:
+        """The pure ops whose every input is a constant or another such op (the constants themselves excluded)."""
         computed: set[torch.fx.Node] = set()
-        for node in self.exported_program.graph.nodes:
+        for node in self.graph.nodes:
             if node.op != "call_function" or not is_pure(node.target) or not node.all_input_nodes:
                 continue
-            if all(arg in sources or arg in computed for arg in node.all_input_nodes):
+            if all(arg in self.constants or arg in computed for arg in node.all_input_nodes):
                 computed.add(node)
         return computed
-
-
-def _evaluate(
-    root: torch.fx.Node, computation: set[torch.fx.Node], sources: dict[torch.fx.Node, torch.Tensor]
-) -> torch.Tensor | None:
-    """The value of ``root``, computed in graph order from the real source tensors."""
-    order = {node: index for index, node in enumerate(root.graph.nodes)}
-    values: dict[torch.fx.Node, object] = {node: sources[node] for node in computation if node in sources}
-    with torch.no_grad():
-        for node in sorted(computation - set(sources), key=order.__getitem__):
-            args, kwargs = torch.fx.map_arg((node.args, node.kwargs), values.__getitem__)
-            values[node] = node.target(*args, **kwargs)
-    value = values[root]
-    return value if isinstance(value, torch.Tensor) else None

@@ -17,6 +17,10 @@ after export, and this pass, given to ``to_executorch`` in place of ExecuTorch's
 
 A symbol created after export keeps the shape environment's range. On a
 program without dynamic shapes the pass changes nothing.
+
+Unlike the rewrites, this is not a :class:`~audiodeploy.lowering.passes._graph.NodeRewritePass`: it replaces
+ExecuTorch's own memory-planning pass in ``to_executorch`` and so keeps that pass's shape, a ``PassBase`` that
+sets each node's ``TensorSpec`` on the edge program, changing no node.
 """
 
 from __future__ import annotations
