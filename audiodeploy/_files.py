@@ -38,7 +38,7 @@ class OutputPathError(AudiodeployError, ValueError):
 # renamed into place they wait, so the group is replaced whole or not at all.
 _STOP_SIGNALS = {signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT}
 
-_REFUSED_KINDS = {stat.S_IFBLK: "a block device", stat.S_IFSOCK: "a socket", stat.S_IFDIR: "a directory"}
+_REFUSED_KINDS = {stat.S_IFBLK: "a block device", stat.S_IFSOCK: "a socket"}
 
 # Write ends of the FIFOs that `check_writable` opened. They stay open until the process ends: closing the only
 # writer would end the reader's stream (EOF) before the real write. Inheritable, so that a command that
@@ -68,6 +68,9 @@ def output_kind(path: str | os.PathLike[str], option: str | None = None) -> Kind
         return "file"
     if stat.S_ISCHR(mode) or stat.S_ISFIFO(mode):
         return "stream"
+    if stat.S_ISDIR(mode):
+        # An OSError, as the rename over it would have raised: `LoweredProgram.save(directory)` callers catch that.
+        raise IsADirectoryError(errno.EISDIR, f"it is a directory, not a file; {remedy}", shown)
     kind = _REFUSED_KINDS.get(stat.S_IFMT(mode), "a special file")
     raise OutputPathError(f"cannot write {shown}: it is {kind}, not a file; {remedy}")
 

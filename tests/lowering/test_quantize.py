@@ -17,7 +17,7 @@ from torch.export import Dim
 from torch.nn.utils.parametrizations import weight_norm
 
 import audiodeploy
-from audiodeploy.lowering import LoweringReport, fidelity
+from audiodeploy.lowering import LoweringReport
 from audiodeploy.lowering.passes.fold_computed_gemm_weights import apply_folds, plan_folds
 from audiodeploy.lowering.quantize import (
     CALIBRATION_STAGE,
@@ -27,6 +27,7 @@ from audiodeploy.lowering.quantize import (
     is_selection_weight,
     quantize_program,
 )
+from audiodeploy.program import fidelity
 from tests.pipeline import export_aten, run_lowered
 
 DYNAMIC_SNR_DB = 30.0

@@ -16,7 +16,8 @@ from dataclasses import dataclass
 from typing import Any, ClassVar, TypeAlias
 
 import torch
-from executorch.backends.transforms.utils import create_constant_placeholder
+from executorch.backends.transforms.utils import create_constant_placeholder, delete_constant_placeholder
+from executorch.exir.passes.constant_prop_pass import get_constant_placeholder_dict
 from torch._dispatch.python import enable_python_dispatcher
 from torch._guards import detect_fake_mode
 from torch.export import ExportedProgram
@@ -251,18 +252,6 @@ def gather_taps(
     return insert_op(graph, aten.cat.default, (columns, 1), origin=origin)
 
 
-def drop_constant(ep: ExportedProgram, node: torch.fx.Node) -> None:
-    """Remove an unused parameter, buffer or lifted constant from the graph, the signature and the program.
-
-    to_edge drops unused parameters, but keeps unused lifted constants: their bytes would stay in the program.
-    """
-    spec = next(s for s in ep.graph_signature.input_specs if s.arg.name == node.name)
-    ep.graph_signature.input_specs.remove(spec)
-    ep.constants.pop(spec.target, None)
-    ep.state_dict.pop(spec.target, None)
-    ep.graph.erase_node(node)
-
-
 def external_data_tag(node: torch.fx.Node) -> str | None:
     """The ``.ptd`` file a parameter is tagged to be stored in, if any."""
     custom = node.meta.get("custom") or {}
@@ -307,22 +296,10 @@ def evaluate(computation: Iterable[torch.fx.Node], known: Mapping[torch.fx.Node,
 
 
 def constant_sources(ep: ExportedProgram) -> dict[torch.fx.Node, torch.Tensor]:
-    """The placeholders holding parameters, unmutated buffers and constants, with their values.
-
-    Parameters tagged for a ``.ptd`` file are left out: a rewrite must not copy them into the program.
-    """
-    signature = ep.graph_signature
-    mutated = set(signature.buffers_to_mutate.values())
-    placeholders = [n for n in ep.graph.nodes if n.op == "placeholder"]
-    values: dict[torch.fx.Node, torch.Tensor] = {}
-    for node, spec in zip(placeholders, signature.input_specs):
-        if external_data_tag(node) is not None:
-            continue
-        if spec.kind in (InputKind.PARAMETER, InputKind.BUFFER) and spec.target not in mutated:
-            values[node] = ep.state_dict[spec.target] if spec.target in ep.state_dict else ep.constants[spec.target]
-        elif spec.kind == InputKind.CONSTANT_TENSOR:
-            values[node] = ep.constants[spec.target]
-    return values
+    """The placeholders holding parameters, unmutated buffers and constants, with their values (ExecuTorch's
+    ``get_constant_placeholder_dict``), less the parameters tagged for a ``.ptd`` file: a rewrite must not copy
+    those into the program."""
+    return {node: data for node, data in get_constant_placeholder_dict(ep).items() if external_data_tag(node) is None}
 
 
 ELEMENTWISE = frozenset(
@@ -449,7 +426,8 @@ class NodeRewritePass(ExportedProgramPass):
             rewrite_done(self.exported_program)
         for constant in dict.fromkeys(self._released):
             if not constant.users:
-                drop_constant(self.exported_program, constant)
+                # to_edge drops unused parameters but keeps unused lifted constants, bytes and all.
+                delete_constant_placeholder(self.exported_program, constant)
         if self._released:
             graph_module.recompile()
         return PassResult(graph_module, bool(self.rewritten))
