@@ -14,10 +14,10 @@ from audiodeploy.bench.transports import (
     AdbTransport,
     RunCounts,
     SshDestination,
-    _measurement,
     parse_device,
     parse_runner_output,
 )
+from audiodeploy.bench.transports.executor_runner import log_measurement
 
 from .runner_logs import current_runner_log, method_load_failure_log, older_runner_log, parse_failure_log
 
@@ -37,7 +37,7 @@ def test_current_runner_log_gives_load_time_every_iteration_and_threads():
 
 def test_warmup_iterations_are_dropped_from_the_latency():
     timings = parse_runner_output(current_runner_log(MODEL, [90.0, 30.0, 20.0, 22.0, 21.0]))
-    measurement = _measurement(timings, RunCounts(runs=3, warmup=2))
+    measurement = log_measurement(timings, RunCounts(runs=3, warmup=2))
     assert measurement.latency["samples_s"] == pytest.approx([0.020, 0.022, 0.021])
     assert measurement.latency["median_s"] == pytest.approx(0.021) and measurement.latency["warmup"] == 2
     assert measurement.load_s == pytest.approx(0.118204)
@@ -46,7 +46,7 @@ def test_warmup_iterations_are_dropped_from_the_latency():
 def test_older_runner_log_gives_the_mean_and_says_so():
     timings = parse_runner_output(older_runner_log(MODEL, executions=4, total_ms=100.0))
     assert timings.iterations_ms == [] and timings.load_ms is None
-    measurement = _measurement(timings, RunCounts(runs=3, warmup=1))
+    measurement = log_measurement(timings, RunCounts(runs=3, warmup=1))
     assert measurement.latency["median_s"] == pytest.approx(0.025) and measurement.latency["runs"] == 4
     assert any("only its total" in note for note in measurement.notes)
 
