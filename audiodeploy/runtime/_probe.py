@@ -1,6 +1,6 @@
 """Load programs in child processes, so that a runtime crash on damaged bytes kills a child, not the caller.
 
-:mod:`audiodeploy.runtime.program` starts this file as a server, ``python .../_probe.py [ROOT...]`` (ROOT:
+:mod:`audiodeploy.runtime.probe` starts this file as a server, ``python .../_probe.py [ROOT...]`` (ROOT:
 where the caller found ExecuTorch, searched last). It is run by path, not ``-m``, so that nothing of
 audiodeploy, torch's Python package or ``executorch.exir`` is imported, only ExecuTorch's pybindings
 extension (about 0.6 s here: it maps libtorch). The server stays single-threaded
@@ -10,7 +10,7 @@ loaded, which initializes the XNNPACK delegates, then everything freed) and repo
 milliseconds, so only the first probe of a process pays for the interpreter.
 
 Protocol, on the server's stdin and stdout: the server first writes ``{"ready": true}`` (or ``false`` with
-``"error"``) as a JSON line. A request is ``struct.pack("<QI", program_size, len(data_path))``, the data
+``"error"``) as a JSON line. A request is ``REQUEST_HEADER.pack(program_size, len(data_path))``, the data
 path (UTF-8, empty for none), then the program's bytes; the reply is one JSON line:
 ``{"loaded": bool, "error": str, "log": str}`` when the child finished (a refusal is a verdict too: loading
 did not crash), or ``{"signal": n, "log": str}`` when it was killed by signal ``n``. The server exits when
@@ -25,18 +25,22 @@ import select
 import struct
 import sys
 import tempfile
+from typing import Any
 
 IDLE_SECONDS = 120.0
-_HEADER = struct.Struct("<QI")
+REQUEST_HEADER = struct.Struct("<QI")
+"""A request's start: the program's size and the data path's, little-endian."""
 
 
-def _write_line(fd: int, message: dict) -> None:
+def _write_line(fd: int, message: dict[str, Any]) -> None:
+    """Write ``message`` as one JSON line, whole."""
     data = (json.dumps(message) + "\n").encode()
     while data:
         data = data[os.write(fd, data) :]
 
 
 def _read_exactly(fd: int, size: int) -> bytes | None:
+    """``size`` bytes, or None if the stream ends first."""
     chunks, remaining = [], size
     while remaining:
         chunk = os.read(fd, min(remaining, 1 << 20))
@@ -47,13 +51,13 @@ def _read_exactly(fd: int, size: int) -> bytes | None:
     return b"".join(chunks)
 
 
-def _load(extension, buffer: bytes, data_path: str | None) -> dict:
+def _load(extension: Any, buffer: bytes, data_path: str | None) -> dict[str, Any]:
     """Load as ``Program`` does, in this (forked) process; the runtime's log lines go into the verdict."""
     import contextlib
     import io
 
     log = io.StringIO()
-    verdict = {"loaded": False, "error": ""}
+    verdict: dict[str, Any] = {"loaded": False, "error": ""}
     # The runtime's log reaches sys.stdout/sys.stderr (pybind11's stream redirection).
     with contextlib.redirect_stdout(log), contextlib.redirect_stderr(log):
         try:
@@ -69,7 +73,8 @@ def _load(extension, buffer: bytes, data_path: str | None) -> dict:
     return verdict
 
 
-def _probe_in_child(extension, buffer: bytes, data_path: str | None) -> dict:
+def _probe_in_child(extension: Any, buffer: bytes, data_path: str | None) -> dict[str, Any]:
+    """Fork a child that loads ``buffer`` and reports; the verdict, or the signal that killed the child."""
     verdict_read, verdict_write = os.pipe()
     with tempfile.TemporaryFile() as native_stderr:
         pid = os.fork()
@@ -106,6 +111,7 @@ def _probe_in_child(extension, buffer: bytes, data_path: str | None) -> dict:
 
 
 def serve() -> int:
+    """Answer requests on stdin until it closes or stays idle; the exit status (1 when ExecuTorch is missing)."""
     requests, replies = 0, 1
     try:
         from executorch.extension.pybindings import _C as extension
@@ -117,10 +123,10 @@ def serve() -> int:
         readable, _, _ = select.select([requests], [], [], IDLE_SECONDS)
         if not readable:
             return 0  # idle: the caller starts another server when it needs one
-        header = _read_exactly(requests, _HEADER.size)
+        header = _read_exactly(requests, REQUEST_HEADER.size)
         if header is None:
             return 0
-        size, path_size = _HEADER.unpack(header)
+        size, path_size = REQUEST_HEADER.unpack(header)
         path = _read_exactly(requests, path_size) if path_size else b""
         buffer = _read_exactly(requests, size) if size else b""
         if path is None or buffer is None:

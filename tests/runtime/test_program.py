@@ -16,8 +16,7 @@ import torch
 from torch.export import Dim
 
 import audiodeploy
-from audiodeploy.runtime import Program, ProgramInputError, ProgramLoadError
-from audiodeploy.runtime import program as program_module
+from audiodeploy.runtime import Program, ProgramInputError, ProgramLoadError, probe, verdicts
 from audiodeploy.runtime.program import ProgramRunError, TensorSpec, mark_verified
 from audiodeploy.runtime.pte_check import GIVE_PTE
 
@@ -57,7 +56,7 @@ def dynamic_pte(module, tmp_path_factory):
 def private_cache(tmp_path, monkeypatch):
     """Each test with its own verdict cache, empty."""
     monkeypatch.setenv("AUDIODEPLOY_CACHE_DIR", str(tmp_path / "cache"))
-    monkeypatch.setattr(program_module, "_KNOWN_TO_LOAD", set())
+    monkeypatch.setattr(verdicts, "_KNOWN_TO_LOAD", set())
 
 
 def load_error(path, *args) -> str:
@@ -166,7 +165,7 @@ def test_probe_turns_a_runtime_crash_into_a_load_error():
     wav_like = b"RIFF\xa4\x0c\x00\x00WAVEfmt " + bytes(64)
     crashed = r"^the ExecuTorch runtime crashed while loading x\.wav \(SIGABRT\): the file is corrupt; export it again$"
     with pytest.raises(ProgramLoadError, match=crashed):
-        program_module._probe(wav_like, "x.wav", None)
+        probe.probe_program(wav_like, "x.wav", None)
 
 
 # --- a valid program ------------------------------------------------------------------------------------------
@@ -315,14 +314,14 @@ def test_program_with_external_data_needs_its_ptd(external_data_program):
 
 def test_a_program_is_probed_once_and_trusted_bytes_never(static_pte, monkeypatch, tmp_path):
     calls = []
-    real_probe = program_module._probe
-    monkeypatch.setattr(program_module, "_probe", lambda *args: calls.append(args) or real_probe(*args))
+    real_probe = probe.probe_program
+    monkeypatch.setattr(probe, "probe_program", lambda *args: calls.append(args) or real_probe(*args))
     buffer = static_pte.read_bytes()
     Program(buffer)
     Program(buffer)
     assert len(calls) == 1
     assert len(list((tmp_path / "cache" / "verified-programs").iterdir())) == 1
-    monkeypatch.setattr(program_module, "_KNOWN_TO_LOAD", set())
+    monkeypatch.setattr(verdicts, "_KNOWN_TO_LOAD", set())
     Program(buffer)  # from the cache on disk
     Program(buffer + b"", trusted=True)
     assert len(calls) == 1
@@ -330,16 +329,16 @@ def test_a_program_is_probed_once_and_trusted_bytes_never(static_pte, monkeypatc
 
 def test_mark_verified_skips_the_probe_and_an_unwritable_cache_only_means_no_cache(static_pte, monkeypatch, tmp_path):
     calls = []
-    monkeypatch.setattr(program_module, "_probe", lambda *args: calls.append(args))
+    monkeypatch.setattr(probe, "probe_program", lambda *args: calls.append(args))
     buffer = static_pte.read_bytes()
     mark_verified(buffer)
-    monkeypatch.setattr(program_module, "_KNOWN_TO_LOAD", set())
+    monkeypatch.setattr(verdicts, "_KNOWN_TO_LOAD", set())
     Program(buffer)
     assert calls == []
     blocked = tmp_path / "blocked"
     blocked.write_text("a file where the cache directory would be")
     monkeypatch.setenv("AUDIODEPLOY_CACHE_DIR", str(blocked))
-    monkeypatch.setattr(program_module, "_KNOWN_TO_LOAD", set())
+    monkeypatch.setattr(verdicts, "_KNOWN_TO_LOAD", set())
     Program(buffer)
     Program(buffer)  # remembered in memory
     assert len(calls) == 1
