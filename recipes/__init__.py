@@ -5,18 +5,17 @@
     built = recipes.get("wav2vec2").build()  # synthetic weights from facebook/wav2vec2-base-960h's configuration
     torch.export.export(built.module, built.example_inputs, dynamic_shapes=built.dynamic_shapes)
 
-Each family module declares one recipe and registers it on import: `wav2vec2`, `hubert`, `wavlm`, `univnet`,
-`hifigan_original` (recipe `hifigan`, the original HiFi-GAN), `hifigan` (recipe `speecht5-hifigan`), `bigvgan`
-and `vocos`. Register
-your own with the same `@register` decorator (see `registry`). Declaring, listing and describing recipes imports
-neither torch, torchaudio nor transformers (`audiodeploy list` answers at once): `build()` imports them, and the
-export wrappers from `_modules`.
+Each family module declares one recipe and registers it on import, and is named after it: `wav2vec2`, `hubert`,
+`wavlm`, `univnet`, `hifigan` (the original HiFi-GAN), `speecht5_hifigan` (recipe `speecht5-hifigan`), `bigvgan`
+and `vocos`. Register your own with the same `@register` decorator (see `registry`). Declaring, listing and
+describing recipes imports neither torch, torchaudio nor transformers (`audiodeploy list` answers at once):
+`build()` imports them, and the export wrappers from `_modules`.
 """
 
 from audiodeploy.program.mel import MelSpectrogram
 from audiodeploy.program.vocabulary import STANDARD_ENGLISH, TORCHAUDIO_ENGLISH, CtcVocabulary, greedy_decode
 
-from . import bigvgan, hifigan, hifigan_original, hubert, univnet, vocos, wav2vec2, wavlm
+from . import bigvgan, hifigan, hubert, speecht5_hifigan, univnet, vocos, wav2vec2, wavlm
 from .calibration import calibration_files, calibration_inputs
 from .errors import (
     CalibrationError,
@@ -77,10 +76,10 @@ __all__ = [
     "get",
     "greedy_decode",
     "hifigan",
-    "hifigan_original",
     "hubert",
     "mel_input",
     "register",
+    "speecht5_hifigan",
     "synthetic_provenance",
     "univnet",
     "unregister",

@@ -64,7 +64,7 @@ class TorchaudioCtc(_WaveformCtc):
 # Vocoders (HiFi-GAN, UnivNet): log-mel in, waveform out.
 
 
-class HifiGanWaveform(nn.Module):
+class SpeechT5HifiGanWaveform(nn.Module):
     """`(1, frames, mel_bins)` log-mel → `(1, frames * hop_length)` waveform through `SpeechT5HifiGan`."""
 
     def __init__(self, model: SpeechT5HifiGan) -> None:

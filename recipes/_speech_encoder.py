@@ -124,6 +124,39 @@ class SpeechEncoderArchitecture:
         )
 
 
+# The two sizes of fairseq's wav2vec 2.0, which HuBERT and WavLM kept: every published variant of the three
+# families is one of them with the fields its config.json changes (the family modules say which and why).
+BASE_ENCODER = SpeechEncoderArchitecture(
+    feature_encoder=STANDARD_FEATURE_ENCODER,
+    feature_encoder_norm="group",
+    feature_encoder_bias=False,
+    hidden_size=768,
+    num_layers=12,
+    num_heads=12,
+    intermediate_size=3072,
+    pos_conv_kernel=128,
+    pos_conv_groups=16,
+    layer_norm_first=False,
+    vocab_size=32,
+    normalize_waveform=True,
+)
+"""Base size, 94 M parameters: a post-norm transformer after a group-normalized feature encoder
+(facebook/wav2vec2-base-960h; torchaudio `wav2vec2_base`)."""
+
+LARGE_ENCODER = replace(
+    BASE_ENCODER,
+    feature_encoder_norm="layer",
+    hidden_size=1024,
+    num_layers=24,
+    num_heads=16,
+    intermediate_size=4096,
+    layer_norm_first=True,
+)
+"""Large size, 315 M parameters, in the layout of the large checkpoints pre-trained on Libri-Light and later: a
+pre-norm transformer after a layer-normalized feature encoder (transformers `do_stable_layer_norm`;
+facebook/hubert-large-ls960-ft, microsoft/wavlm-large; torchaudio `hubert_large`)."""
+
+
 def tiny_encoder_variant(name: str, of: Variant[SpeechEncoderArchitecture]) -> Variant[SpeechEncoderArchitecture]:
     """A hidden test-size variant with the layout of the published variant `of`."""
     return tiny_variant(

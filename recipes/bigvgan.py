@@ -46,17 +46,16 @@ Declaring the recipe imports no torch: the build imports it and `_bigvgan_genera
 
 from __future__ import annotations
 
-import json
-import math
-from dataclasses import dataclass, fields, replace
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from types import MappingProxyType
+from typing import TYPE_CHECKING, ClassVar, Literal
 
-from ._checkpoints import first_line
 from ._checkpoints import read_generator_state as shared_read_generator_state
 from ._vocoder import audible_synthetic_init
 from .errors import WeightsError, WeightsMismatchError
-from .hifigan_original import OriginalHifiGanArchitecture, _config_value, load_generator
+from .hifigan import OriginalHifiGanArchitecture, load_generator
 from .registry import Recipe, register
 from .spec import WAVEFORM_OUTPUT, BuildRequest, BuiltModel, LengthRange, Variant, mel_input, synthetic_provenance
 
@@ -75,7 +74,8 @@ HUB_CHECKPOINT = "bigvgan_generator.pt"
 @dataclass(frozen=True)
 class BigVGANArchitecture(OriginalHifiGanArchitecture):
     """The generator's hyperparameters and its mel front end, under the names of BigVGAN's `config.json`: the
-    original HiFi-GAN's (whose `front_end` and `to_config` it shares) and four more.
+    original HiFi-GAN's and four more. It keeps HiFi-GAN's `front_end` and `to_config`, and its checks (`problem`)
+    and config reading (`config_value`) of the shared fields; it replaces the block-type and dilation checks.
 
     `resblock` "1" is AMPBlock1 (a dilated and an undilated convolution per dilation), "2" AMPBlock2 (one per
     dilation); a block takes any number of dilations.
@@ -87,6 +87,12 @@ class BigVGANArchitecture(OriginalHifiGanArchitecture):
     use_tanh_at_final: bool
     """A tanh at the end (v1); without it the output is clamped to [-1, 1] (v2)."""
     use_bias_at_final: bool
+
+    family: ClassVar[str] = "BigVGAN"
+    # The original reads these two with `h.get(name, True)`: v1 configs lack them.
+    config_defaults: ClassVar[Mapping[str, object]] = MappingProxyType(
+        {"use_tanh_at_final": True, "use_bias_at_final": True}
+    )
 
     @property
     def activations(self) -> int:
@@ -112,32 +118,17 @@ class BigVGANArchitecture(OriginalHifiGanArchitecture):
             resblock_dilation_sizes=((1,), (3,)),
         )
 
-    def problem(self) -> str | None:
-        """What keeps the generator from being built with its hop and front end, or None."""
+    def _block_problem(self) -> str | None:
         if self.resblock not in ("1", "2"):
             return f'resblock {self.resblock!r} is not a BigVGAN AMP block type ("1" or "2")'
         if self.activation not in _ACTIVATIONS:
             return f"activation {self.activation!r} is not one of {', '.join(_ACTIVATIONS)}"
-        stages = len(self.upsample_rates)
-        if stages == 0 or stages != len(self.upsample_kernel_sizes):
-            return "upsample_rates and upsample_kernel_sizes should be non-empty lists of the same length"
-        for rate, kernel in zip(self.upsample_rates, self.upsample_kernel_sizes):
-            if rate < 1 or kernel < rate or (kernel - rate) % 2:
-                return f"upsample kernel {kernel} at rate {rate} does not upsample exactly (kernel - rate even, >= 0)"
-        if self.upsample_initial_channel < 2**stages or self.upsample_initial_channel % 2**stages:
-            return f"upsample_initial_channel {self.upsample_initial_channel} cannot be halved {stages} times"
-        if not self.resblock_kernel_sizes or len(self.resblock_kernel_sizes) != len(self.resblock_dilation_sizes):
-            return "resblock_kernel_sizes and resblock_dilation_sizes should be non-empty lists of the same length"
-        if any(kernel < 1 or kernel % 2 == 0 for kernel in self.resblock_kernel_sizes):
-            return f"resblock_kernel_sizes {list(self.resblock_kernel_sizes)} should be odd"
+        return None
+
+    def _dilation_problem(self) -> str | None:
+        # An AMP block of either type takes any number of dilations (HiFi-GAN's a fixed number per type).
         if any(not d or min(d) < 1 for d in self.resblock_dilation_sizes):
             return "every resblock_dilation_sizes entry should be a non-empty list of positive dilations"
-        if self.hop_size != math.prod(self.upsample_rates):
-            return f"hop_size {self.hop_size} is not the product of upsample_rates {list(self.upsample_rates)}"
-        try:
-            self.front_end()
-        except ValueError as error:
-            return str(error)
         return None
 
     def generator(self) -> BigVGANGenerator:
@@ -165,6 +156,20 @@ class BigVGANArchitecture(OriginalHifiGanArchitecture):
             f'resblock "{self.resblock}" with {self.activation}, upsampling {rates}, '
             f"{self.upsample_initial_channel} initial channels, {self.num_mels} mels at {self.sampling_rate} Hz"
         )
+
+    @classmethod
+    def config_value(cls, name: str, value: object) -> object:
+        """A config.json value as the field `name` holds it; TypeError naming the field otherwise."""
+        if name == "activation":
+            if not isinstance(value, str):
+                raise TypeError(f"activation should be a string ({', '.join(_ACTIVATIONS)}), not {value!r}")
+            return value
+        if name in ("snake_logscale", "use_tanh_at_final", "use_bias_at_final"):
+            if not isinstance(value, bool):
+                raise TypeError(f"{name} should be true or false, not {value!r}")
+            return value
+        # The fields BigVGAN's config shares with HiFi-GAN's, read the same way.
+        return super().config_value(name, value)
 
 
 # configs/bigvgan_v2_22khz_80band_256x.json; the other published configurations change what they name.
@@ -374,7 +379,7 @@ def load_checkpoint(
     weights: str, variant: Variant[BigVGANArchitecture]
 ) -> tuple[BigVGANArchitecture, BigVGANGenerator, str, tuple[str, ...]]:
     """The architecture, the loaded eval-mode generator, the provenance and the build notes of `weights`."""
-    return load_generator(weights, variant, locate_checkpoint, read_config, read_generator_state, "BigVGAN generator")
+    return load_generator(weights, variant, locate_checkpoint, read_generator_state, "BigVGAN generator")
 
 
 def locate_checkpoint(weights: str) -> tuple[Path, Path | None]:
@@ -404,43 +409,6 @@ def locate_checkpoint(weights: str) -> tuple[Path, Path | None]:
             "beside config.json, or pass the checkpoint file with --variant"
         )
     return candidates[0], config
-
-
-def read_config(path: Path, base: BigVGANArchitecture) -> BigVGANArchitecture:
-    """`base` with the architecture and front-end fields of the BigVGAN config.json at `path`."""
-    try:
-        config = json.loads(path.read_text())
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
-        raise WeightsError(f"cannot read {path}: {first_line(error)}") from None
-    if not isinstance(config, dict):
-        raise WeightsError(f"{path} is not a BigVGAN config: it holds no JSON object")
-    # The original reads these two with `h.get(name, True)`: v1 configs lack them.
-    overrides: dict[str, object] = {"use_tanh_at_final": True, "use_bias_at_final": True}
-    try:
-        for field in fields(BigVGANArchitecture):
-            if field.name in config:
-                overrides[field.name] = _bigvgan_config_value(field.name, config[field.name])
-    except (TypeError, ValueError) as error:
-        raise WeightsError(f"{path} is not a BigVGAN generator config: {error}") from None
-    architecture = replace(base, **overrides)  # type: ignore[arg-type]
-    problem = architecture.problem()
-    if problem is not None:
-        raise WeightsError(f"{path} describes no BigVGAN generator this recipe builds: {problem}")
-    return architecture
-
-
-def _bigvgan_config_value(name: str, value: object) -> object:
-    """A config.json value as the architecture field `name` holds it; TypeError naming the field otherwise."""
-    if name == "activation":
-        if not isinstance(value, str):
-            raise TypeError(f"activation should be a string ({', '.join(_ACTIVATIONS)}), not {value!r}")
-        return value
-    if name in ("snake_logscale", "use_tanh_at_final", "use_bias_at_final"):
-        if not isinstance(value, bool):
-            raise TypeError(f"{name} should be true or false, not {value!r}")
-        return value
-    # The fields BigVGAN's config shares with HiFi-GAN's, read the same way.
-    return _config_value(name, value)
 
 
 def read_generator_state(path: Path) -> dict[str, torch.Tensor]:

@@ -11,12 +11,9 @@ convolution is weight-normalized).
 
 from __future__ import annotations
 
-from ._speech_encoder import (
-    STANDARD_FEATURE_ENCODER,
-    SpeechEncoderArchitecture,
-    SpeechEncoderRecipe,
-    tiny_encoder_variant,
-)
+from dataclasses import replace
+
+from ._speech_encoder import BASE_ENCODER, LARGE_ENCODER, SpeechEncoderRecipe, tiny_encoder_variant
 from ._transformers import UNPADDED_EAGER_ATTENTION
 from .registry import register
 from .spec import Variant
@@ -25,42 +22,16 @@ BASE = Variant(
     name="base",
     description="HuBERT base, 94 M parameters, pre-trained on LibriSpeech 960 h (no published CTC fine-tune)",
     checkpoint="facebook/hubert-base-ls960",
-    architecture=SpeechEncoderArchitecture(
-        feature_encoder=STANDARD_FEATURE_ENCODER,
-        feature_encoder_norm="group",
-        feature_encoder_bias=False,
-        hidden_size=768,
-        num_layers=12,
-        num_heads=12,
-        intermediate_size=3072,
-        pos_conv_kernel=128,
-        pos_conv_groups=16,
-        layer_norm_first=False,
-        vocab_size=32,
-        # fairseq pre-trained HuBERT base on unnormalized audio (task.normalize=False; torchaudio's HUBERT_BASE
-        # bundle agrees).
-        normalize_waveform=False,
-    ),
+    # fairseq pre-trained HuBERT base on unnormalized audio (task.normalize=False; torchaudio's HUBERT_BASE
+    # bundle agrees).
+    architecture=replace(BASE_ENCODER, normalize_waveform=False),
 )
 
 LARGE = Variant(
     name="large",
     description="HuBERT large, 315 M parameters, pre-trained on Libri-Light 60 k h, fine-tuned on LibriSpeech 960 h",
     checkpoint="facebook/hubert-large-ls960-ft",
-    architecture=SpeechEncoderArchitecture(
-        feature_encoder=STANDARD_FEATURE_ENCODER,
-        feature_encoder_norm="layer",
-        feature_encoder_bias=False,
-        hidden_size=1024,
-        num_layers=24,
-        num_heads=16,
-        intermediate_size=4096,
-        pos_conv_kernel=128,
-        pos_conv_groups=16,
-        layer_norm_first=True,
-        vocab_size=32,
-        normalize_waveform=True,
-    ),
+    architecture=LARGE_ENCODER,
 )
 
 

@@ -7,12 +7,9 @@ agree with these values.
 
 from __future__ import annotations
 
-from ._speech_encoder import (
-    STANDARD_FEATURE_ENCODER,
-    SpeechEncoderArchitecture,
-    SpeechEncoderRecipe,
-    tiny_encoder_variant,
-)
+from dataclasses import replace
+
+from ._speech_encoder import BASE_ENCODER, LARGE_ENCODER, SpeechEncoderRecipe, tiny_encoder_variant
 from ._transformers import UNPADDED_EAGER_ATTENTION
 from .registry import register
 from .spec import Variant
@@ -21,60 +18,22 @@ BASE = Variant(
     name="base",
     description="wav2vec 2.0 base, 94 M parameters, fine-tuned on LibriSpeech 960 h",
     checkpoint="facebook/wav2vec2-base-960h",
-    architecture=SpeechEncoderArchitecture(
-        feature_encoder=STANDARD_FEATURE_ENCODER,
-        feature_encoder_norm="group",
-        feature_encoder_bias=False,
-        hidden_size=768,
-        num_layers=12,
-        num_heads=12,
-        intermediate_size=3072,
-        pos_conv_kernel=128,
-        pos_conv_groups=16,
-        layer_norm_first=False,
-        vocab_size=32,
-        normalize_waveform=True,
-    ),
+    architecture=BASE_ENCODER,
 )
 
 LARGE = Variant(
     name="large",
     description="wav2vec 2.0 large, 315 M parameters, pre-trained and fine-tuned on LibriSpeech 960 h",
     checkpoint="facebook/wav2vec2-large-960h",
-    architecture=SpeechEncoderArchitecture(
-        feature_encoder=STANDARD_FEATURE_ENCODER,
-        feature_encoder_norm="group",
-        feature_encoder_bias=False,
-        hidden_size=1024,
-        num_layers=24,
-        num_heads=16,
-        intermediate_size=4096,
-        pos_conv_kernel=128,
-        pos_conv_groups=16,
-        layer_norm_first=False,
-        vocab_size=32,
-        normalize_waveform=True,
-    ),
+    # The first large model keeps the base layout: post-norm, group-normalized feature encoder.
+    architecture=replace(LARGE_ENCODER, feature_encoder_norm="group", layer_norm_first=False),
 )
 
 LARGE_LV60 = Variant(
     name="large-lv60",
     description="wav2vec 2.0 large pre-trained on Libri-Light 60 k h, self-trained, fine-tuned on LibriSpeech 960 h",
     checkpoint="facebook/wav2vec2-large-960h-lv60-self",
-    architecture=SpeechEncoderArchitecture(
-        feature_encoder=STANDARD_FEATURE_ENCODER,
-        feature_encoder_norm="layer",
-        feature_encoder_bias=True,
-        hidden_size=1024,
-        num_layers=24,
-        num_heads=16,
-        intermediate_size=4096,
-        pos_conv_kernel=128,
-        pos_conv_groups=16,
-        layer_norm_first=True,
-        vocab_size=32,
-        normalize_waveform=True,
-    ),
+    architecture=replace(LARGE_ENCODER, feature_encoder_bias=True),
 )
 
 

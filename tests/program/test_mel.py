@@ -22,7 +22,7 @@ TRANSFORMERS_ATOL = 1e-5
 # The published HiFi-GAN formula run in float64 differs from ours only in operation order (measured: 0).
 HIFIGAN_FLOAT64_ATOL = 1e-6
 
-# The recipes' front ends (recipes/hifigan.py and recipes/univnet.py front_end()).
+# The recipes' front ends (recipes/speecht5_hifigan.py and recipes/univnet.py front_end()).
 SPEECHT5 = MelSpectrogram("speecht5", 16_000, 80, 256, 1024, 80.0, 7600.0)
 UNIVNET = MelSpectrogram("univnet", 24_000, 100, 256, 1024, 0.0, None)
 # The original HiFi-GAN V1 front end (config_v1.json), and one with a window shorter than its FFT.

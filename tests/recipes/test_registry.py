@@ -39,10 +39,10 @@ def test_available_lists_the_built_in_recipes_sorted():
 
 
 def test_family_modules_are_importable_as_audiodeploy_recipes():
-    from audiodeploy.recipes import bigvgan, hifigan, hifigan_original, hubert, univnet, vocos, wav2vec2, wavlm
+    from audiodeploy.recipes import bigvgan, hifigan, hubert, speecht5_hifigan, univnet, vocos, wav2vec2, wavlm
 
-    modules = (wav2vec2, hubert, wavlm, hifigan, hifigan_original, univnet, bigvgan, vocos)
-    names = ("wav2vec2", "hubert", "wavlm", "hifigan", "hifigan_original", "univnet", "bigvgan", "vocos")
+    modules = (wav2vec2, hubert, wavlm, speecht5_hifigan, hifigan, univnet, bigvgan, vocos)
+    names = ("wav2vec2", "hubert", "wavlm", "speecht5_hifigan", "hifigan", "univnet", "bigvgan", "vocos")
     assert [module.__name__ for module in modules] == [f"audiodeploy.recipes.{name}" for name in names]
 
 
