@@ -312,6 +312,23 @@ def locate_checkpoint(weights: str) -> tuple[Path, Path | None]:
 def read_config(path: Path) -> VocosArchitecture:
     """The architecture the original `config.yaml` at `path` describes (`Vocos.from_hparams`' input); the
     feature extractor's arguments it omits take `MelSpectrogramFeatures`' defaults."""
+    features, backbone, head = _config_parts(path, _read_yaml_mapping(path))
+    _check_mel_vocos(path, features, backbone, head)
+    try:
+        architecture = _architecture(features, backbone, head)
+        given_twice = _arguments_given_twice(architecture, backbone, head)
+    except (TypeError, ValueError) as error:
+        raise WeightsError(f"{path} is not a Vocos config: {error}") from None
+    for names, (first, second) in given_twice.items():
+        if first != second:
+            raise WeightsError(f"{path} describes no Vocos this recipe builds: {names} differ ({first}, {second})")
+    problem = architecture.problem()
+    if problem is not None:
+        raise WeightsError(f"{path} describes no Vocos this recipe builds: {problem}")
+    return architecture
+
+
+def _read_yaml_mapping(path: Path) -> dict[str, object]:
     import yaml
 
     try:
@@ -320,10 +337,19 @@ def read_config(path: Path) -> VocosArchitecture:
         raise WeightsError(f"cannot read {path}: {first_line(error)}") from None
     if not isinstance(config, dict):
         raise WeightsError(f"{path} is not a Vocos config: it holds no YAML mapping")
+    return config
+
+
+def _config_parts(
+    path: Path, config: Mapping[str, object]
+) -> tuple[dict[str, object], dict[str, object], dict[str, object]]:
+    """The `init_args` of the feature extractor, the backbone and the head, each checked to be the class built."""
     try:
-        features = _arguments(config, "feature_extractor", _FEATURE_EXTRACTOR)
-        backbone = _arguments(config, "backbone", _BACKBONE)
-        head = _arguments(config, "head", _HEAD)
+        return (
+            _arguments(config, "feature_extractor", _FEATURE_EXTRACTOR),
+            _arguments(config, "backbone", _BACKBONE),
+            _arguments(config, "head", _HEAD),
+        )
     except _OtherModel as other:
         raise WeightsMismatchError(
             f"{path} describes a Vocos with {other}: this recipe builds the mel-spectrogram Vocos "
@@ -331,6 +357,12 @@ def read_config(path: Path) -> VocosArchitecture:
         ) from None
     except (TypeError, ValueError) as error:
         raise WeightsError(f"{path} is not a Vocos config: {error}") from None
+
+
+def _check_mel_vocos(
+    path: Path, features: Mapping[str, object], backbone: Mapping[str, object], head: Mapping[str, object]
+) -> None:
+    """Refuse the options of the published classes that the model here does not implement."""
     for part, arguments in (("feature_extractor", features), ("head", head)):
         padding = arguments.get("padding", "same" if part == "head" else "center")
         if padding != "center":
@@ -343,41 +375,43 @@ def read_config(path: Path) -> VocosArchitecture:
             f"{path} describes a Vocos conditioned on a bandwidth (adanorm_num_embeddings, the EnCodec model): "
             "this recipe builds the mel-spectrogram Vocos; pass a checkpoint such as charactr/vocos-mel-24khz"
         )
-    try:
-        architecture = VocosArchitecture(
-            sample_rate=_integer("feature_extractor.sample_rate", features.get("sample_rate", 24_000)),
-            mel_n_fft=_integer("feature_extractor.n_fft", features.get("n_fft", 1024)),
-            n_mels=_integer("feature_extractor.n_mels", features.get("n_mels", 100)),
-            hop_length=_integer("feature_extractor.hop_length", features.get("hop_length", 256)),
-            dim=_integer("backbone.dim", _required(backbone, "backbone", "dim")),
-            intermediate_dim=_integer("backbone.intermediate_dim", _required(backbone, "backbone", "intermediate_dim")),
-            num_layers=_integer("backbone.num_layers", _required(backbone, "backbone", "num_layers")),
-            layer_scale_init_value=_optional_number(
-                "backbone.layer_scale_init_value", backbone.get("layer_scale_init_value")
-            ),
-            n_fft=_integer("head.n_fft", _required(head, "head", "n_fft")),
-        )
-        # Arguments the original takes twice; the model is built from one of each pair.
-        pairs = {
-            "backbone input_channels and feature_extractor n_mels": (
-                _integer("backbone.input_channels", _required(backbone, "backbone", "input_channels")),
-                architecture.n_mels,
-            ),
-            "head dim and backbone dim": (_integer("head.dim", _required(head, "head", "dim")), architecture.dim),
-            "head hop_length and feature_extractor hop_length": (
-                _integer("head.hop_length", _required(head, "head", "hop_length")),
-                architecture.hop_length,
-            ),
-        }
-    except (TypeError, ValueError) as error:
-        raise WeightsError(f"{path} is not a Vocos config: {error}") from None
-    for names, (first, second) in pairs.items():
-        if first != second:
-            raise WeightsError(f"{path} describes no Vocos this recipe builds: {names} differ ({first}, {second})")
-    problem = architecture.problem()
-    if problem is not None:
-        raise WeightsError(f"{path} describes no Vocos this recipe builds: {problem}")
-    return architecture
+
+
+def _architecture(
+    features: Mapping[str, object], backbone: Mapping[str, object], head: Mapping[str, object]
+) -> VocosArchitecture:
+    """The architecture the parts' arguments give; TypeError or ValueError for a missing or mistyped one."""
+    return VocosArchitecture(
+        sample_rate=_integer("feature_extractor.sample_rate", features.get("sample_rate", 24_000)),
+        mel_n_fft=_integer("feature_extractor.n_fft", features.get("n_fft", 1024)),
+        n_mels=_integer("feature_extractor.n_mels", features.get("n_mels", 100)),
+        hop_length=_integer("feature_extractor.hop_length", features.get("hop_length", 256)),
+        dim=_integer("backbone.dim", _required(backbone, "backbone", "dim")),
+        intermediate_dim=_integer("backbone.intermediate_dim", _required(backbone, "backbone", "intermediate_dim")),
+        num_layers=_integer("backbone.num_layers", _required(backbone, "backbone", "num_layers")),
+        layer_scale_init_value=_optional_number(
+            "backbone.layer_scale_init_value", backbone.get("layer_scale_init_value")
+        ),
+        n_fft=_integer("head.n_fft", _required(head, "head", "n_fft")),
+    )
+
+
+def _arguments_given_twice(
+    architecture: VocosArchitecture, backbone: Mapping[str, object], head: Mapping[str, object]
+) -> dict[str, tuple[int, int]]:
+    """The arguments the original takes twice, each with the value `architecture` was built from: the model is
+    built from one of each pair, so the two must agree."""
+    return {
+        "backbone input_channels and feature_extractor n_mels": (
+            _integer("backbone.input_channels", _required(backbone, "backbone", "input_channels")),
+            architecture.n_mels,
+        ),
+        "head dim and backbone dim": (_integer("head.dim", _required(head, "head", "dim")), architecture.dim),
+        "head hop_length and feature_extractor hop_length": (
+            _integer("head.hop_length", _required(head, "head", "hop_length")),
+            architecture.hop_length,
+        ),
+    }
 
 
 class _OtherModel(Exception):

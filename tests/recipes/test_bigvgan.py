@@ -230,17 +230,7 @@ def test_a_discriminator_checkpoint_or_a_directory_without_a_generator_is_refuse
     assert_one_line(caught.value, "holds no bigvgan_generator.pt and none", "beside config.json")
 
 
-def test_unreadable_or_missing_weights_are_refused(tmp_path):
-    (tmp_path / "g_1").write_text("not a checkpoint")
-    cases = {
-        str(tmp_path / "g_1"): "cannot read",
-        str(tmp_path / "absent"): "not found",
-        str(tmp_path): "has no config.json",
-    }
-    for weights, fragment in cases.items():
-        with pytest.raises(WeightsError) as caught:
-            bigvgan(weights=weights)
-        assert_one_line(caught.value, fragment)
+# Unreadable or missing weights: test_hifigan.py's test_unreadable_or_missing_weights_are_refused, for both recipes.
 
 
 # The mel front end.

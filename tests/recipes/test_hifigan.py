@@ -198,7 +198,10 @@ def test_a_directory_without_a_generator_checkpoint_is_refused(tmp_path, held):
     assert_one_line(caught.value, "holds no generator checkpoint (g_* or generator*)", *(["do_*"] if held else []))
 
 
-def test_unreadable_or_missing_weights_are_refused(tmp_path):
+# BigVGAN's checkpoints share HiFi-GAN's format and loader (hifigan.load_generator): both recipes refuse these
+# weights for the same reasons.
+@pytest.mark.parametrize("recipe", ["hifigan", "bigvgan"])
+def test_unreadable_or_missing_weights_are_refused(tmp_path, recipe):
     (tmp_path / "g_1").write_text("not a checkpoint")
     cases = {
         str(tmp_path / "g_1"): "cannot read",
@@ -207,5 +210,5 @@ def test_unreadable_or_missing_weights_are_refused(tmp_path):
     }
     for weights, fragment in cases.items():
         with pytest.raises(WeightsError) as caught:
-            recipes.get("hifigan").build("tiny", weights=weights)
+            recipes.get(recipe).build("tiny", length_range=TEST_RANGE, weights=weights)
         assert_one_line(caught.value, fragment)

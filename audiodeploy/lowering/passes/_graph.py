@@ -87,11 +87,36 @@ def fake_value(target: torch._ops.OpOverload, args: tuple[Any, ...], kwargs: dic
     return result
 
 
-def argument(node: torch.fx.Node, index: int, name: str, default: Any = None) -> Any:
-    """Argument ``name`` of a call, given by position ``index`` or by keyword, else ``default``."""
-    if index < len(node.args):
-        return node.args[index]
-    return node.kwargs.get(name, default)
+def arguments(node: torch.fx.Node) -> dict[str, Any]:
+    """The arguments of an op call by their schema names, with the schema's defaults for those the call leaves out.
+
+    torch.fx's normalization (which names an op's ``self`` argument ``input``): a pass reads an argument the same
+    way whether the program passes it by position, by keyword or not at all.
+    """
+    normalized = node.normalized_arguments(node.graph.owning_module, normalize_to_only_use_kwargs=True)
+    if normalized is not None:
+        return dict(normalized.kwargs)
+    return _bound_to_schema(node)
+
+
+def _bound_to_schema(node: torch.fx.Node) -> dict[str, Any]:
+    """:func:`arguments` bound from the op's schema here: torch.fx declines to normalize a call of a schema
+    with a positional-only argument (an argument named ``from``, a Python keyword)."""
+    schema = getattr(node.target, "_schema", None)
+    if schema is None:
+        raise TypeError(f"{node.format_node()}: only a call of an op with a schema has named arguments")
+    bound: dict[str, Any] = {}
+    for index, parameter in enumerate(schema.arguments):
+        name = "input" if parameter.name == "self" else parameter.name
+        if index < len(node.args) and not parameter.kwarg_only:
+            bound[name] = node.args[index]
+        elif parameter.name in node.kwargs:
+            bound[name] = node.kwargs[parameter.name]
+        elif parameter.has_default_value():
+            bound[name] = parameter.default_value
+        else:
+            raise TypeError(f"{node.format_node()}: argument {parameter.name} is missing")
+    return bound
 
 
 def _single(entry: Any) -> Any:
@@ -101,10 +126,8 @@ def _single(entry: Any) -> Any:
 
 def conv1d_geometry(conv: torch.fx.Node) -> tuple[Any, Any, Any, int]:
     """``(stride, padding, dilation, groups)`` of a ``conv1d`` call, each list of one unwrapped to its entry."""
-    stride = _single(argument(conv, 3, "stride", 1))
-    padding = _single(argument(conv, 4, "padding", 0))
-    dilation = _single(argument(conv, 5, "dilation", 1))
-    return stride, padding, dilation, argument(conv, 6, "groups", 1)
+    given = arguments(conv)
+    return _single(given["stride"]), _single(given["padding"]), _single(given["dilation"]), given["groups"]
 
 
 @dataclass(frozen=True)
@@ -123,15 +146,16 @@ class TransposedConv1d:
 
     @classmethod
     def of(cls, node: torch.fx.Node) -> TransposedConv1d:
+        given = arguments(node)
         return cls(
-            node.args[0],
-            node.args[1],
-            argument(node, 2, "bias"),
-            _single(argument(node, 3, "stride", 1)),
-            _single(argument(node, 4, "padding", 0)),
-            _single(argument(node, 5, "output_padding", 0)),
-            argument(node, 6, "groups", 1),
-            _single(argument(node, 7, "dilation", 1)),
+            given["input"],
+            given["weight"],
+            given["bias"],
+            _single(given["stride"]),
+            _single(given["padding"]),
+            _single(given["output_padding"]),
+            given["groups"],
+            _single(given["dilation"]),
         )
 
 

@@ -45,7 +45,7 @@ from audiodeploy.lowering.passes._graph import (
     NodeRewritePass,
     Skip,
     add_constant,
-    argument,
+    arguments,
     constant_sources,
     conv1d_geometry,
     convolves_float32_signal,
@@ -95,7 +95,7 @@ class Conv1dAsConv2dPass(NodeRewritePass):
         conv = insert_op(
             self.graph,
             aten.conv2d.default,
-            (padded, weight_2d, argument(node, 2, "bias"), [1, stride], [0, 0], [1, dilation], groups),
+            (padded, weight_2d, arguments(node)["bias"], [1, stride], [0, 0], [1, dilation], groups),
             origin=node,
         )
         return insert_reshape(self.graph, conv, rows_out, origin=node)
@@ -105,8 +105,8 @@ def _zero_padded_source(x: torch.fx.Node) -> tuple[torch.fx.Node, tuple[int, int
     """``(source, (a, b))`` when ``x`` is ``constant_pad_nd(source, [a, b], 0)`` read only by the convolution,
     else ``(x, (0, 0))``."""
     if x.op == "call_function" and x.target == aten.constant_pad_nd.default and len(x.users) == 1:
-        pad = argument(x, 1, "pad")
-        fill = argument(x, 2, "value", 0.0)
-        if len(pad) == 2 and all(isinstance(p, int) and p >= 0 for p in pad) and fill == 0:
-            return x.args[0], (pad[0], pad[1])
+        given = arguments(x)
+        pad = given["pad"]
+        if len(pad) == 2 and all(isinstance(p, int) and p >= 0 for p in pad) and given["value"] == 0:
+            return given["input"], (pad[0], pad[1])
     return x, (0, 0)

@@ -51,7 +51,7 @@ from audiodeploy.lowering.passes._graph import (
     NodeRewritePass,
     Skip,
     add_constant,
-    argument,
+    arguments,
     conv1d_geometry,
     convolves_float32_signal,
     elementwise_chain,
@@ -74,7 +74,7 @@ class ConvChainsAsImagesPass(NodeRewritePass):
             return Skip("neither reads nor feeds another 1-D convolution (through elementwise ops) alone")
         stride, padding, dilation, groups = conv1d_geometry(node)
         image = insert_op(self.graph, aten.unsqueeze.default, (node.args[0], -1), origin=node)
-        args = (image, self._image_weight(node), argument(node, 2, "bias"), [stride, 1], [padding, 0], [dilation, 1])
+        args = (image, self._image_weight(node), arguments(node)["bias"], [stride, 1], [padding, 0], [dilation, 1])
         convolved = insert_op(self.graph, aten.conv2d.default, (*args, groups), origin=node)
         return insert_op(self.graph, aten.squeeze.dim, (convolved, -1), origin=node)
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import torch
 
-from audiodeploy.lowering.passes._graph import NodeRewritePass, Skip, argument, conv1d_geometry, insert_op, value
+from audiodeploy.lowering.passes._graph import NodeRewritePass, Skip, arguments, conv1d_geometry, insert_op, value
 
 aten = torch.ops.aten
 
@@ -39,16 +39,12 @@ class ConvTailSliceAsPaddingPass(NodeRewritePass):
             return Skip("it does not slice a stride-1 conv1d with numeric padding that only it reads")
         if padding < dropped:
             return Skip(f"it drops {dropped} outputs, more than the convolution's padding of {padding}")
-        x, weight = conv.args[:2]
-        bias = argument(conv, 2, "bias")
-        dilation = argument(conv, 5, "dilation", [1])
-        groups = argument(conv, 6, "groups", 1)
+        given = arguments(conv)
         padded = insert_op(
-            self.graph, aten.constant_pad_nd.default, (x, [padding, padding - dropped], 0.0), origin=conv
+            self.graph, aten.constant_pad_nd.default, (given["input"], [padding, padding - dropped], 0.0), origin=conv
         )
-        return insert_op(
-            self.graph, aten.conv1d.default, (padded, weight, bias, [1], [0], dilation, groups), origin=conv
-        )
+        args = (padded, given["weight"], given["bias"], [1], [0], given["dilation"], given["groups"])
+        return insert_op(self.graph, aten.conv1d.default, args, origin=conv)
 
 
 def _dropped_tail(node: torch.fx.Node) -> int | None:
@@ -56,8 +52,8 @@ def _dropped_tail(node: torch.fx.Node) -> int | None:
     out = value(node)
     if out is None:
         return None
-    dim = argument(node, 1, "dim", 0) % out.dim()
-    start, end, step = argument(node, 2, "start"), argument(node, 3, "end"), argument(node, 4, "step", 1)
+    given = arguments(node)
+    dim, start, end, step = given["dim"] % out.dim(), given["start"], given["end"], given["step"]
     if dim != out.dim() - 1 or start not in (None, 0) or step != 1 or not isinstance(end, int) or end >= 0:
         return None
     return -end

@@ -45,7 +45,7 @@ from audiodeploy.lowering.passes._graph import (
     NodeRewritePass,
     Skip,
     add_constant,
-    argument,
+    arguments,
     insert_op,
     is_static,
     static_view_sizes,
@@ -86,20 +86,18 @@ def _affine(graph, y, weight, bias, origin):
 
 
 def _layer_norm(pass_: DecomposeNormalizationPass, node: torch.fx.Node) -> torch.fx.Node | Skip:
-    x, normalized_shape = node.args[:2]
-    weight, bias = argument(node, 2, "weight"), argument(node, 3, "bias")
-    eps = argument(node, 4, "eps", 1e-5)
+    given = arguments(node)
+    x, normalized_shape, weight, bias = given["input"], given["normalized_shape"], given["weight"], given["bias"]
     if not all(is_static(s) for s in normalized_shape):
         return Skip("its normalized shape depends on the input")
     graph = pass_.graph
     dims = list(range(-len(normalized_shape), 0))
-    return _affine(graph, _normalize(graph, x, dims, eps, node), weight, bias, node)
+    return _affine(graph, _normalize(graph, x, dims, given["eps"], node), weight, bias, node)
 
 
 def _group_norm(pass_: DecomposeNormalizationPass, node: torch.fx.Node) -> torch.fx.Node | Skip:
-    x, groups = node.args[:2]
-    weight, bias = argument(node, 2, "weight"), argument(node, 3, "bias")
-    eps = argument(node, 4, "eps", 1e-5)
+    given = arguments(node)
+    x, groups, weight, bias, eps = given["input"], given["num_groups"], given["weight"], given["bias"], given["eps"]
     shape = list(tensor_of(x).shape)
     batch, channels = shape[0], shape[1]
     grouped_sizes = static_view_sizes([batch, groups, math.prod(shape[1:]) // groups])
@@ -151,17 +149,14 @@ def _per_channel(
 
 
 def _var(pass_: DecomposeNormalizationPass, node: torch.fx.Node) -> torch.fx.Node | Skip:
-    x = node.args[0]
+    given = arguments(node)
+    x, keepdim = given["input"], given["keepdim"]
     shape = tensor_of(x).shape
-    dims = argument(node, 1, "dim")
-    dims = [d % len(shape) for d in (range(len(shape)) if dims is None else dims)]
-    if node.target == aten.var.dim:  # var(x, dim, unbiased=True, keepdim=False)
-        correction = 1 if argument(node, 2, "unbiased", True) else 0
-        keepdim = argument(node, 3, "keepdim", False)
-    else:  # var.correction(x, dim=None, *, correction=None, keepdim=False)
-        correction = node.kwargs.get("correction")
-        correction = 1 if correction is None else correction
-        keepdim = node.kwargs.get("keepdim", False)
+    dims = [d % len(shape) for d in (range(len(shape)) if given["dim"] is None else given["dim"])]
+    if node.target == aten.var.dim:
+        correction = 1 if given["unbiased"] else 0
+    else:  # no correction given is Bessel's
+        correction = 1 if given["correction"] is None else given["correction"]
     count = math.prod(shape[d] for d in dims)
     if correction and not is_static(count):
         return Skip("a corrected variance over a count that depends on the input")

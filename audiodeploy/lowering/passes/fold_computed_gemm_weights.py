@@ -50,6 +50,7 @@ import copy
 import dataclasses
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 from torch._export.utils import is_buffer, is_lifted_tensor_constant, is_param
@@ -308,69 +309,102 @@ def _renamed(spec, nodes: dict[str, torch.fx.Node]):
     return dataclasses.replace(spec, arg=TensorArgument(nodes[spec.arg.name].name))
 
 
+@dataclass
+class _ProgramUnderConstruction:
+    """The parts of the new program :func:`apply_folds` builds from a copy of the old one's graph."""
+
+    graph_module: torch.fx.GraphModule
+    nodes: dict[str, torch.fx.Node]
+    """Old node name -> copied node."""
+    specs: dict[str, InputSpec]
+    """Copied placeholder name -> its input spec."""
+    state_dict: dict[str, Any]
+    constants: dict[str, Any]
+    taken_targets: set[str]
+
+    @classmethod
+    def copy_of(cls, ep: ExportedProgram) -> _ProgramUnderConstruction:
+        graph_module, nodes = _copy_graph_module(ep)
+        specs = {
+            nodes[spec.arg.name].name: _renamed(spec, nodes)
+            for spec in ep.graph_signature.input_specs
+            if hasattr(spec.arg, "name")
+        }
+        state_dict, constants = dict(ep.state_dict), dict(ep.constants)
+        taken_targets = set(state_dict) | set(constants) | {s.target for s in specs.values() if s.target}
+        return cls(graph_module, nodes, specs, state_dict, constants, taken_targets)
+
+    @property
+    def graph(self) -> torch.fx.Graph:
+        return self.graph_module.graph
+
+    def parameter_anchor(self) -> torch.fx.Node | None:
+        """The node the new parameters go before: after the last parameter, as a program lists its parameters
+        before its buffers, constants and user inputs."""
+        placeholders = [n for n in self.graph.nodes if n.op == "placeholder"]
+        parameters = [n for n in placeholders if self.specs[n.name].kind == InputKind.PARAMETER]
+        return parameters[-1].next if parameters else placeholders[0] if placeholders else None
+
+    def write_folded(
+        self, candidate: FoldCandidate, folded: dict[str, torch.Tensor], anchor: torch.fx.Node | None
+    ) -> AppliedFold:
+        """Each root of ``candidate`` replaced by a new parameter holding its folded tensor."""
+        gemm = self.nodes[candidate.gemm]
+        written = []
+        for slot, root_name in candidate.roots:
+            root = self.nodes[root_name]
+            target = _unique(f"{module_path(gemm) or gemm.name}.{slot}", self.taken_targets)
+            self.taken_targets.add(target)
+            with self.graph.inserting_before(anchor):
+                constant = self.graph.placeholder("p_" + target.replace(".", "_"))
+            constant.meta["val"] = root.meta["val"]
+            if "tensor_meta" in root.meta:
+                constant.meta["tensor_meta"] = root.meta["tensor_meta"]
+            root.replace_all_uses_with(constant)
+            self.state_dict[target] = torch.nn.Parameter(folded[root_name], requires_grad=False)
+            self.specs[constant.name] = InputSpec(InputKind.PARAMETER, TensorArgument(constant.name), target)
+            written.append((constant.name, target))
+        return AppliedFold(candidate, tuple(written))
+
+    def erase_computation(self, candidate: FoldCandidate) -> None:
+        """Drop ``candidate``'s computation, then the sources it alone read, with their data."""
+        for name in reversed(candidate.computation):
+            self.graph.erase_node(self.nodes[name])
+        for name, target in zip(candidate.sources, candidate.source_targets):
+            self.graph.erase_node(self.nodes[name])
+            self.specs.pop(name, None)
+            self.state_dict.pop(target, None)
+            self.constants.pop(target, None)
+
+    def exported_program(self, ep: ExportedProgram) -> ExportedProgram:
+        """The finished program; what the folds did not change (ranges, call graph, outputs) is ``ep``'s."""
+        self.graph.lint()
+        self.graph_module.recompile()
+        input_specs = [self.specs[n.name] for n in self.graph.nodes if n.op == "placeholder"]
+        output_specs = [_renamed(spec, self.nodes) for spec in ep.graph_signature.output_specs]
+        return ExportedProgram(
+            root=self.graph_module,
+            graph=self.graph,
+            graph_signature=ExportGraphSignature(input_specs=input_specs, output_specs=output_specs),
+            state_dict=self.state_dict,
+            range_constraints=copy.copy(ep.range_constraints),
+            module_call_graph=copy.deepcopy(ep.module_call_graph),
+            example_inputs=ep.example_inputs,
+            constants=self.constants,
+            verifiers=[ep.verifier],
+        )
+
+
 def apply_folds(ep: ExportedProgram, candidates: Iterable[FoldCandidate]) -> tuple[ExportedProgram, list[AppliedFold]]:
     """A new program with each candidate's computation replaced by its folded constants."""
     candidates = list(candidates)
     if not candidates:
         return ep, []
     folded_values = {c.gemm: _evaluate(ep, c) for c in candidates}
-
-    graph_module, nodes = _copy_graph_module(ep)
-    graph = graph_module.graph
-    specs = {
-        nodes[spec.arg.name].name: _renamed(spec, nodes)
-        for spec in ep.graph_signature.input_specs
-        if hasattr(spec.arg, "name")
-    }
-    state_dict = dict(ep.state_dict)
-    constants = dict(ep.constants)
-    taken_targets = set(state_dict) | set(constants) | {s.target for s in specs.values() if s.target}
-
-    placeholders = [n for n in graph.nodes if n.op == "placeholder"]
-    parameters = [n for n in placeholders if specs[n.name].kind == InputKind.PARAMETER]
-    anchor = parameters[-1].next if parameters else placeholders[0] if placeholders else None
-
-    applied = []
-    for candidate in candidates:  # new placeholders first: erasing may remove the anchor's neighbours
-        gemm = nodes[candidate.gemm]
-        written = []
-        for slot, root_name in candidate.roots:
-            root = nodes[root_name]
-            target = _unique(f"{module_path(gemm) or gemm.name}.{slot}", taken_targets)
-            taken_targets.add(target)
-            with graph.inserting_before(anchor):
-                constant = graph.placeholder("p_" + target.replace(".", "_"))
-            constant.meta["val"] = root.meta["val"]
-            if "tensor_meta" in root.meta:
-                constant.meta["tensor_meta"] = root.meta["tensor_meta"]
-            root.replace_all_uses_with(constant)
-            state_dict[target] = torch.nn.Parameter(folded_values[candidate.gemm][root_name], requires_grad=False)
-            specs[constant.name] = InputSpec(InputKind.PARAMETER, TensorArgument(constant.name), target)
-            written.append((constant.name, target))
-        applied.append(AppliedFold(candidate, tuple(written)))
+    program = _ProgramUnderConstruction.copy_of(ep)
+    anchor = program.parameter_anchor()
+    # Every new parameter before any erasing: erasing may remove the anchor's neighbours.
+    applied = [program.write_folded(c, folded_values[c.gemm], anchor) for c in candidates]
     for candidate in candidates:
-        for name in reversed(candidate.computation):
-            graph.erase_node(nodes[name])
-        for name, target in zip(candidate.sources, candidate.source_targets):
-            graph.erase_node(nodes[name])
-            specs.pop(name, None)
-            state_dict.pop(target, None)
-            constants.pop(target, None)
-
-    graph.lint()
-    graph_module.recompile()
-    input_specs = [specs[n.name] for n in graph.nodes if n.op == "placeholder"]
-    output_specs = [_renamed(spec, nodes) for spec in ep.graph_signature.output_specs]
-    signature = ExportGraphSignature(input_specs=input_specs, output_specs=output_specs)
-    folded = ExportedProgram(
-        root=graph_module,
-        graph=graph,
-        graph_signature=signature,
-        state_dict=state_dict,
-        range_constraints=copy.copy(ep.range_constraints),
-        module_call_graph=copy.deepcopy(ep.module_call_graph),
-        example_inputs=ep.example_inputs,
-        constants=constants,
-        verifiers=[ep.verifier],
-    )
-    return folded, applied
+        program.erase_computation(candidate)
+    return program.exported_program(ep), applied

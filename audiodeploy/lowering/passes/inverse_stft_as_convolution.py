@@ -73,7 +73,7 @@ from audiodeploy.lowering.passes._graph import (
     NodeRewritePass,
     Skip,
     add_constant,
-    argument,
+    arguments,
     insert_op,
     insert_reshape,
     is_static,
@@ -90,7 +90,8 @@ class InverseStftAsConvolutionPass(NodeRewritePass):
     targets = frozenset({aten.istft.default})
 
     def rewrite(self, node: torch.fx.Node) -> torch.fx.Node | Skip:
-        spectrum = node.args[0]
+        given = arguments(node)
+        spectrum = given["input"]
         if not isinstance(spectrum, torch.fx.Node) or spectrum.target != aten.complex.default:
             return Skip("its spectrum is not built by torch.complex(real, imag)")
         real, imaginary = spectrum.args[:2]
@@ -100,17 +101,17 @@ class InverseStftAsConvolutionPass(NodeRewritePass):
         batch, bins, frames = shape
         if not is_static(batch):
             return Skip("its batch size is dynamic: the output's [batch, samples] would have two dynamic sizes")
-        n_fft = argument(node, 1, "n_fft")
-        hop = argument(node, 2, "hop_length") or n_fft // 4
-        win_length = argument(node, 3, "win_length") or n_fft
-        center = argument(node, 5, "center", True)
-        if argument(node, 7, "onesided") is False or argument(node, 9, "return_complex", False):
+        n_fft = given["n_fft"]
+        hop = given["hop_length"] or n_fft // 4
+        win_length = given["win_length"] or n_fft
+        center = given["center"]
+        if given["onesided"] is False or given["return_complex"]:
             return Skip("it takes a two-sided spectrum or returns a complex signal")
-        if argument(node, 8, "length") is not None:
+        if given["length"] is not None:
             return Skip("it is given an output length: pad or cut its output instead")
         if bins != n_fft // 2 + 1:
             return Skip(f"its spectrum has {bins} bins, not n_fft / 2 + 1 = {n_fft // 2 + 1}")
-        window = self._window(argument(node, 4, "window"), win_length, n_fft)
+        window = self._window(given["window"], win_length, n_fft)
         if window is None:
             return Skip(f"its window is not a constant of {win_length} float32 values (or none)")
         trim = n_fft // 2 if center else 0
@@ -123,8 +124,8 @@ class InverseStftAsConvolutionPass(NodeRewritePass):
         if not _envelope_is_nonzero(window, hop, trim, [frames] if is_static(frames) else None):
             return Skip("its window's overlap-added square falls to zero: torch.istft refuses such a window (NOLA)")
 
-        normalized = argument(node, 6, "normalized", False)
-        real_kernel, imaginary_kernel = _inverse_dft_kernels(window, 1 / math.sqrt(n_fft) if normalized else 1 / n_fft)
+        scale = 1 / math.sqrt(n_fft) if given["normalized"] else 1 / n_fft
+        real_kernel, imaginary_kernel = _inverse_dft_kernels(window, scale)
         real_part = self._overlap_add(real, real_kernel, blocks, node)
         imaginary_part = self._overlap_add(imaginary, imaginary_kernel, blocks, node)
         waveform = insert_op(self.graph, aten.add.Tensor, (real_part, imaginary_part), origin=node)

@@ -83,7 +83,7 @@ from audiodeploy.lowering.passes._graph import (
     NodeRewritePass,
     Skip,
     add_constant,
-    argument,
+    arguments,
     conv1d_geometry,
     gather_taps,
     insert_op,
@@ -203,18 +203,19 @@ class LocationVariableConvAsBmmPass(NodeRewritePass):
             return Skip(f"not of shape [b, {', '.join(map(str, dims))}, L]")
         piece, offset = tensor_of(node), 0
         if node.target == aten.select.int:
-            layers = tensor_of(node.args[0]).shape[1]
-            if argument(node, 1, "dim") % tensor_of(node.args[0]).dim() != 1 or not isinstance(layers, int):
+            selected = arguments(node)
+            layers = tensor_of(selected["input"]).shape[1]
+            if selected["dim"] % tensor_of(selected["input"]).dim() != 1 or not isinstance(layers, int):
                 return Skip("selected along another dimension than 1")
-            offset = argument(node, 2, "index") % layers * math.prod(dims)
-            node = node.args[0]
+            offset = selected["index"] % layers * math.prod(dims)
+            node = selected["input"]
         if node.target in _VIEW_OPS:
             node = node.args[0]
         conv = node
         if (
             conv.target != aten.conv1d.default
             or tensor_of(conv).dtype != torch.float32
-            or argument(conv, 6, "groups", 1) != 1
+            or arguments(conv)["groups"] != 1
         ):
             return Skip("not the channels of a float32 conv1d without groups")
         if tensor_of(conv).shape[-1] != piece.shape[-1] or tensor_of(conv).shape[0] != piece.shape[0]:
@@ -234,7 +235,8 @@ class LocationVariableConvAsBmmPass(NodeRewritePass):
 
     def _splittable(self, conv: torch.fx.Node) -> str | None:
         """Why the rows of ``conv``'s weight and bias cannot be taken from their sources, or None."""
-        weight, bias = conv.args[1], argument(conv, 2, "bias")
+        given = arguments(conv)
+        weight, bias = given["weight"], given["bias"]
         if not all(isinstance(entry, int) for entry in conv1d_geometry(conv)):
             return "the predictor's stride, padding or dilation is not one number"
         if bias is not None and bias not in self.constants:
@@ -242,8 +244,8 @@ class LocationVariableConvAsBmmPass(NodeRewritePass):
         if weight in self.constants:
             return None
         if weight.target == aten._weight_norm.default:
-            v, g = weight.args[:2]
-            if argument(weight, 2, "dim", 0) == 0 and v in self.constants and g in self.constants:
+            norm = arguments(weight)
+            if norm["dim"] == 0 and norm["v"] in self.constants and norm["g"] in self.constants:
                 return None
         return "the predictor's weight is neither a constant nor the weight norm of constants along dimension 0"
 
@@ -290,7 +292,8 @@ class LocationVariableConvAsBmmPass(NodeRewritePass):
         once, and each part is a 1x1 convolution on them, which XNNPACK runs as its plain GEMM.
         """
         ep, graph, conv = self.exported_program, self.graph, source.conv
-        weight, bias = conv.args[1], argument(conv, 2, "bias")
+        given = arguments(conv)
+        weight, bias = given["weight"], given["bias"]
         taps = tensor_of(weight).shape[-1]
         index = torch.tensor([source.offset + row for row in rows])
 
@@ -324,13 +327,12 @@ class LocationVariableConvAsBmmPass(NodeRewritePass):
 
 def _channel_range(node: torch.fx.Node, channels: int) -> tuple[int, int] | None:
     """``(start, end)`` when ``node`` slices dimension 1 of a 3-D tensor with step 1 and fixed bounds."""
-    if (
-        node.target != aten.slice.Tensor
-        or argument(node, 1, "dim", 0) not in (1, -2)
-        or argument(node, 4, "step", 1) != 1
-    ):
+    if node.target != aten.slice.Tensor:
         return None
-    start, end = argument(node, 2, "start"), argument(node, 3, "end")
+    given = arguments(node)
+    if given["dim"] not in (1, -2) or given["step"] != 1:
+        return None
+    start, end = given["start"], given["end"]
     start = 0 if start is None else start
     end = channels if end is None else end
     if not isinstance(start, int) or not isinstance(end, int):
@@ -346,7 +348,7 @@ def _einsum_and_bias(node: torch.fx.Node) -> tuple[torch.fx.Node | None, torch.f
         return None, None
     if node.target == aten.einsum.default:
         return node, None
-    if node.target != aten.add.Tensor or argument(node, 2, "alpha", 1) != 1:
+    if node.target != aten.add.Tensor or arguments(node)["alpha"] != 1:
         return None, None
     for einsum, bias in (node.args[:2], node.args[1::-1]):
         einsum = _through(einsum)
@@ -356,7 +358,7 @@ def _einsum_and_bias(node: torch.fx.Node) -> tuple[torch.fx.Node | None, torch.f
             bias = _through(bias)
             if not isinstance(bias, torch.fx.Node) or bias.target != aten.unsqueeze.default:
                 return None, None
-            if argument(bias, 1, "dim") not in (-1, tensor_of(bias).dim() - 1):
+            if arguments(bias)["dim"] not in (-1, tensor_of(bias).dim() - 1):
                 return None, None
             bias = bias.args[0]
         return einsum, bias
@@ -443,12 +445,13 @@ def _tap_geometry(columns: torch.fx.Node) -> tuple[torch.fx.Node, int, int, int,
 def _constant_pad(node: torch.fx.Node) -> tuple[torch.fx.Node, int] | None:
     """``(x, p)`` when ``node`` pads the last dimension of a 3-D float ``x`` by ``p`` zeros on each side."""
     if node.target == aten.pad.default:
-        mode, fill = argument(node, 2, "mode", "constant"), argument(node, 3, "value", None)
+        given = arguments(node)
+        mode = given["mode"]
     elif node.target == aten.constant_pad_nd.default:
-        mode, fill = "constant", argument(node, 2, "value", 0)
+        given, mode = arguments(node), "constant"
     else:
         return None
-    x, sizes = node.args[:2]
+    x, sizes, fill = given["input"], given["pad"], given["value"]
     if mode != "constant" or fill not in (None, 0) or value(x) is None or tensor_of(x).dim() != 3:
         return None
     if len(sizes) != 2 or sizes[0] != sizes[1] or not isinstance(sizes[0], int):

@@ -59,7 +59,7 @@ from audiodeploy.lowering.passes._graph import (
     NodeRewritePass,
     Skip,
     add_constant,
-    argument,
+    arguments,
     insert_op,
     insert_reshape,
     is_static,
@@ -84,9 +84,10 @@ class ReplicatePaddingAsConcatPass(NodeRewritePass):
         self._selectors: dict[tuple[str, int, int], torch.fx.Node] = {}
 
     def rewrite(self, node: torch.fx.Node) -> torch.fx.Node | Skip:
-        x = node.args[0]
-        padding = argument(node, 1, "pad" if node.target == aten.pad.default else "padding")
-        if node.target == aten.pad.default and argument(node, 2, "mode", "constant") != "replicate":
+        given = arguments(node)
+        x = given["input"]
+        padding = given["pad" if node.target == aten.pad.default else "padding"]
+        if node.target == aten.pad.default and given["mode"] != "replicate":
             return Skip("not a replicate padding")
         val = value(x)
         if val is None or val.dtype != torch.float32 or val.dim() < 2:

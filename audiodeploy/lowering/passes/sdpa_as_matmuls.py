@@ -45,7 +45,7 @@ from audiodeploy.lowering.passes._graph import (
     NodeRewritePass,
     Skip,
     ancestors,
-    argument,
+    arguments,
     constant_sources,
     insert_op,
     is_static,
@@ -69,8 +69,8 @@ class SdpaAsMatmulsPass(NodeRewritePass):
         scale = _plain_attention_scale(node)
         if isinstance(scale, Skip):
             return scale
-        q, k, v = node.args[:3]
-        mask = argument(node, 3, "attn_mask")
+        given = arguments(node)
+        q, k, v, mask = given["query"], given["key"], given["value"], given["attn_mask"]
         if mask is not None and not self._is_finite_float_mask(mask):
             return Skip("its mask is not a float32 mask computed from finite values")
         keys = insert_op(self.graph, aten.transpose.int, (k, -2, -1), origin=node)
@@ -104,15 +104,16 @@ class SdpaAsMatmulsPass(NodeRewritePass):
 
 def _plain_attention_scale(node: torch.fx.Node) -> float | Skip:
     """The softmax scale of an attention without dropout, causality or grouped heads."""
-    q, k, v = (value(n) for n in node.args[:3])
+    given = arguments(node)
+    q, k, v = (value(given[name]) for name in ("query", "key", "value"))
     if any(t is None or t.dtype != torch.float32 for t in (q, k, v)):
         return Skip("not a float32 attention")
-    if argument(node, 4, "dropout_p", 0.0) != 0.0 or argument(node, 5, "is_causal", False):
+    if given["dropout_p"] != 0.0 or given["is_causal"]:
         return Skip("an attention with dropout or a causal mask")
-    if node.kwargs.get("enable_gqa", False):
+    if given["enable_gqa"]:
         return Skip("an attention of grouped query heads")
-    head_size = tensor_of(node.args[0]).shape[-1]
+    head_size = tensor_of(given["query"]).shape[-1]
     if not is_static(head_size):
         return Skip("its head size depends on the input")
-    scale = argument(node, 6, "scale")
+    scale = given["scale"]
     return 1.0 / math.sqrt(int(head_size)) if scale is None else float(scale)

@@ -44,7 +44,7 @@ from audiodeploy.lowering.passes._graph import (
     NodeRewritePass,
     Skip,
     add_constant,
-    argument,
+    arguments,
     insert_op,
     is_static,
     value,
@@ -65,7 +65,7 @@ class SplitAsLinearsPass(NodeRewritePass):
         val = value(x)
         if val is None or val.dtype != torch.float32 or val.dim() == 0:
             return Skip("not a float32 tensor with dimensions")
-        if argument(split, 2, "dim", 0) % val.dim() != val.dim() - 1 or not is_static(val.shape[-1]):
+        if arguments(split)["dim"] % val.dim() != val.dim() - 1 or not is_static(val.shape[-1]):
             return Skip("it does not split a last dimension of fixed size")
         if not all(u.target == operator.getitem for u in split.users):
             return Skip("its pieces are not all read by getitem")
@@ -112,8 +112,8 @@ def _packed_linear(
     """(input, weight, bias) of a linear with constant weights that only the split reads; else None."""
     if x.op != "call_function" or x.target != aten.linear.default or len(x.users) != 1:
         return None
-    linear_input, weight = x.args[:2]
-    bias = argument(x, 2, "bias")
+    given = arguments(x)
+    linear_input, weight, bias = given["input"], given["weight"], given["bias"]
     if weight not in sources or (bias is not None and bias not in sources):
         return None
     return linear_input, weight, bias

@@ -50,7 +50,7 @@ from audiodeploy.lowering.passes._graph import (
     NodeRewritePass,
     Skip,
     add_constant,
-    argument,
+    arguments,
     conv1d_geometry,
     gather_taps,
     insert_op,
@@ -70,7 +70,7 @@ class StridedConvAsGemmPass(NodeRewritePass):
     def rewrite(self, conv: torch.fx.Node) -> torch.fx.Node | Skip:
         """Tap selections and a GEMM in place of ``conv``."""
         x, weight = conv.args[:2]
-        bias = argument(conv, 2, "bias")
+        bias = arguments(conv)["bias"]
         stride, padding, dilation, groups = conv1d_geometry(conv)
         x_val, w_val = value(x), value(weight)
         if x_val is None or w_val is None or x_val.dtype != torch.float32 or w_val.dtype != torch.float32:

@@ -43,7 +43,7 @@ from audiodeploy.lowering.passes._graph import (
     NodeRewritePass,
     Skip,
     add_constant,
-    argument,
+    arguments,
     insert_op,
     is_static,
     static_view_sizes,
@@ -58,14 +58,14 @@ class SumAndMeanAsXnnpackReductionsPass(NodeRewritePass):
     targets = frozenset({aten.mean.dim, aten.sum.dim_IntList})
 
     def rewrite(self, node: torch.fx.Node) -> torch.fx.Node | Skip:
-        x = node.args[0]
+        given = arguments(node)
+        x = given["input"]
         val = value(x)
-        if val is None or val.dtype != torch.float32 or argument(node, 3, "dtype") is not None:
+        if val is None or val.dtype != torch.float32 or given["dtype"] is not None:
             return Skip("not a float32 reduction in its input's own dtype")
         rank = val.dim()
-        dims = argument(node, 1, "dim")
-        dims = sorted(d % rank for d in (range(rank) if not dims else dims))
-        keepdim = bool(argument(node, 2, "keepdim", False))
+        dims = sorted(d % rank for d in (range(rank) if not given["dim"] else given["dim"]))
+        keepdim = bool(given["keepdim"])
         is_mean = node.target == aten.mean.dim
         if is_mean and rank == 4 and dims == [2, 3] and keepdim:
             return Skip("already XNNPACK's global average pooling")

@@ -42,6 +42,8 @@ reads, a weight that is computed or a constant only it reads, and at least
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 
 from audiodeploy.lowering.passes._graph import (
@@ -63,99 +65,131 @@ MIN_OUT_CHANNELS = 64
 upsampling) the interleave's transposes of the wide output cost more than the GEMM saves (1.3x slower)."""
 
 
+@dataclass(frozen=True)
+class _Phases:
+    """How a transposed convolution's output phases are computed: which taps of ``W`` each phase group's
+    stride-1 convolution takes, and how each group pads the input."""
+
+    stride: int
+    padding: int
+    batch: int
+    out_channels: int
+    windows: list[tuple[int, list[int]]]
+    """The phases grouped by their highest input offset (:func:`_phase_windows`)."""
+    per_group: int
+    taps: int
+    pads: list[list[int]]
+    """``[left, right]`` padding of the input each group reads."""
+
+    @property
+    def groups(self) -> int:
+        return len(self.windows)
+
+    def tap_index(self) -> torch.Tensor:
+        """The taps of ``W`` in ``P``'s order: by group, phase, then offset from the lowest, ``high - taps + 1``."""
+        return torch.tensor(
+            [
+                r + self.padding - (high - self.taps + 1 + t) * self.stride
+                for high, phases in self.windows
+                for r in phases
+                for t in range(self.taps)
+            ]
+        )
+
+
+def _phases(conv: TransposedConv1d) -> _Phases | Skip:
+    """The phases of ``conv``, or why they cannot be computed by one grouped convolution without a slice."""
+    stride, padding, output_padding = conv.stride, conv.padding, conv.output_padding
+    groups, dilation = conv.groups, conv.dilation
+    x_val, w_val = value(conv.x), value(conv.weight)
+    if x_val is None or w_val is None or x_val.dtype != torch.float32 or w_val.dtype != torch.float32:
+        return Skip("not float32")
+    if not all(isinstance(v, int) for v in (stride, padding, output_padding)) or groups != 1 or dilation != 1:
+        return Skip(f"stride {stride}, padding {padding}, groups {groups}, dilation {dilation}: only dense, undilated")
+    _, out_channels, kernel = (int(s) for s in w_val.shape)
+    if stride < 2 or kernel % stride:
+        return Skip(f"stride {stride} does not divide kernel {kernel} with stride above one")
+    if out_channels < MIN_OUT_CHANNELS:
+        return Skip(f"{out_channels} output channels, fewer than {MIN_OUT_CHANNELS}: the interleave costs more")
+    if not is_static(x_val.shape[0]):
+        return Skip("symbolic batch size: the interleave's views would have two inferred sizes")
+    extra, remainder = divmod(kernel - 2 * padding + output_padding - stride, stride)
+    if remainder or extra < 0:
+        return Skip("the output length is not a multiple of the stride at least stride times the input's")
+    windows = _phase_windows(stride, padding)
+    per_group = stride // len(windows) if stride % len(windows) == 0 else 0
+    if any(len(phases) != per_group for _, phases in windows):
+        return Skip(f"phase groups of unequal sizes {[len(p) for _, p in windows]}")
+    taps = kernel // stride
+    pads = [[taps - 1 - high, high + extra] for high, _ in windows]
+    if any(min(pad) < 0 for pad in pads):
+        return Skip("a phase reads beyond the padded input: its output would need a slice")
+    return _Phases(stride, padding, int(x_val.shape[0]), out_channels, windows, per_group, taps, pads)
+
+
 class TransposedConvAsPolyphasePass(NodeRewritePass):
     targets = frozenset({aten.conv_transpose1d.default})
 
     def rewrite(self, node: torch.fx.Node) -> torch.fx.Node | Skip:
         conv = TransposedConv1d.of(node)
-        x, weight, bias = conv.x, conv.weight, conv.bias
-        stride, padding, output_padding = conv.stride, conv.padding, conv.output_padding
-        groups, dilation = conv.groups, conv.dilation
-        x_val, w_val = value(x), value(weight)
-        if x_val is None or w_val is None or x_val.dtype != torch.float32 or w_val.dtype != torch.float32:
-            return Skip("not float32")
-        if not all(isinstance(v, int) for v in (stride, padding, output_padding)) or groups != 1 or dilation != 1:
-            return Skip(
-                f"stride {stride}, padding {padding}, groups {groups}, dilation {dilation}: only dense, undilated"
-            )
-        in_channels, out_channels, kernel = (int(s) for s in w_val.shape)
-        if stride < 2 or kernel % stride:
-            return Skip(f"stride {stride} does not divide kernel {kernel} with stride above one")
-        if out_channels < MIN_OUT_CHANNELS:
-            return Skip(f"{out_channels} output channels, fewer than {MIN_OUT_CHANNELS}: the interleave costs more")
-        if not is_static(x_val.shape[0]):
-            return Skip("symbolic batch size: the interleave's views would have two inferred sizes")
-        extra, remainder = divmod(kernel - 2 * padding + output_padding - stride, stride)
-        if remainder or extra < 0:
-            return Skip("the output length is not a multiple of the stride at least stride times the input's")
-        windows = _phase_windows(stride, padding)
-        phases_per_group = stride // len(windows) if stride % len(windows) == 0 else 0
-        if any(len(phases) != phases_per_group for _, phases in windows):
-            return Skip(f"phase groups of unequal sizes {[len(p) for _, p in windows]}")
-        taps = kernel // stride
-        pads = [[taps - 1 - high, high + extra] for high, _ in windows]
-        if any(min(pad) < 0 for pad in pads):
-            return Skip("a phase reads beyond the padded input: its output would need a slice")
+        phases = _phases(conv)
+        if isinstance(phases, Skip):
+            return phases
+        weight, bias = conv.weight, conv.bias
         sources = self.constants
         if bias is not None and bias not in sources:
             return Skip("a computed bias: only a constant bias is repeated per phase")
         if any(operand in sources and len(operand.users) > 1 for operand in (weight, bias) if operand is not None):
             return Skip("its weight or bias is also read elsewhere: reordering it would store it twice")
-
-        # P's taps run from the lowest offset, high - taps + 1, to the highest.
-        index = [
-            r + padding - (high - taps + 1 + t) * stride
-            for high, phases in windows
-            for r in phases
-            for t in range(taps)
-        ]
-        order = dict(groups=len(windows), phases=phases_per_group, taps=taps)
-        poly_weight = self._polyphase_weight(node, weight, sources, torch.tensor(index), **order)
-        poly_bias = None
-        if bias is not None:
-            data = sources[bias].view(1, out_channels, 1).expand(len(windows), out_channels, phases_per_group)
-            poly_bias = add_constant(self.exported_program, self.graph, f"{bias.name}_phases", data.reshape(-1))
-
-        padded = [insert_op(self.graph, aten.constant_pad_nd.default, (x, pad, 0.0), origin=node) for pad in pads]
-        grouped = padded[0] if len(padded) == 1 else insert_op(self.graph, aten.cat.default, (padded, 1), origin=node)
-        args = (grouped, poly_weight, poly_bias, [1], [0], [1], len(windows))
-        phases = insert_op(self.graph, aten.conv1d.default, args, origin=node)
-        batch = int(x_val.shape[0])
-        split = insert_reshape(
-            self.graph, phases, [batch, len(windows), out_channels, phases_per_group, -1], origin=node
-        )
-        moved = insert_op(self.graph, aten.permute.default, (split, [0, 2, 4, 1, 3]), origin=node)
-        y = insert_reshape(self.graph, moved, [batch, out_channels, -1], origin=node)
+        poly_weight = self._polyphase_weight(node, weight, phases)
+        poly_bias = None if bias is None else self._phase_bias(bias, phases)
+        y = self._interleaved_phases(node, conv.x, poly_weight, poly_bias, phases)
         # The transposed convolution was their only reader: dropped once it is replaced.
         for operand in (weight, bias):
             if operand in sources:
                 self.release_constant(operand)
         return y
 
-    def _polyphase_weight(
-        self,
-        node: torch.fx.Node,
-        weight: torch.fx.Node,
-        sources: dict[torch.fx.Node, torch.Tensor],
-        index: torch.Tensor,
-        *,
-        groups: int,
-        phases: int,
-        taps: int,
-    ) -> torch.fx.Node:
+    def _polyphase_weight(self, node: torch.fx.Node, weight: torch.fx.Node, phases: _Phases) -> torch.fx.Node:
         """``P [Co * s, Ci, k / s]``: a constant for a constant ``W``, else ops on the computed ``W``."""
         in_channels, out_channels = (int(s) for s in tensor_of(weight).shape[:2])
-        split = [in_channels, out_channels, groups, phases, taps]
+        split = [in_channels, out_channels, phases.groups, phases.per_group, phases.taps]
         order = [2, 1, 3, 0, 4]
-        final = [out_channels * groups * phases, in_channels, taps]
-        if weight in sources:
-            data = sources[weight].index_select(2, index).view(split).permute(order).reshape(final)
+        final = [out_channels * phases.groups * phases.per_group, in_channels, phases.taps]
+        index = phases.tap_index()
+        if weight in self.constants:
+            data = self.constants[weight].index_select(2, index).view(split).permute(order).reshape(final)
             return add_constant(self.exported_program, self.graph, f"{weight.name}_polyphase", data)
         index_node = add_constant(self.exported_program, self.graph, f"{node.name}_taps", index)
         selected = insert_op(self.graph, aten.index_select.default, (weight, 2, index_node), origin=node)
         viewed = insert_op(self.graph, aten.view.default, (selected, split), origin=node)
         permuted = insert_op(self.graph, aten.permute.default, (viewed, order), origin=node)
         return insert_op(self.graph, aten.reshape.default, (permuted, final), origin=node)
+
+    def _phase_bias(self, bias: torch.fx.Node, phases: _Phases) -> torch.fx.Node:
+        """``b'``: the constant bias repeated for each phase of ``P``'s output channels."""
+        data = self.constants[bias].view(1, phases.out_channels, 1)
+        data = data.expand(phases.groups, phases.out_channels, phases.per_group)
+        return add_constant(self.exported_program, self.graph, f"{bias.name}_phases", data.reshape(-1))
+
+    def _interleaved_phases(
+        self,
+        node: torch.fx.Node,
+        x: torch.fx.Node,
+        poly_weight: torch.fx.Node,
+        poly_bias: torch.fx.Node | None,
+        phases: _Phases,
+    ) -> torch.fx.Node:
+        """``y``: every group's phases by one grouped convolution of the padded inputs, interleaved by views."""
+        graph = self.graph
+        padded = [insert_op(graph, aten.constant_pad_nd.default, (x, pad, 0.0), origin=node) for pad in phases.pads]
+        grouped = padded[0] if len(padded) == 1 else insert_op(graph, aten.cat.default, (padded, 1), origin=node)
+        args = (grouped, poly_weight, poly_bias, [1], [0], [1], phases.groups)
+        convolved = insert_op(graph, aten.conv1d.default, args, origin=node)
+        sizes = [phases.batch, phases.groups, phases.out_channels, phases.per_group, -1]
+        split = insert_reshape(graph, convolved, sizes, origin=node)
+        moved = insert_op(graph, aten.permute.default, (split, [0, 2, 4, 1, 3]), origin=node)
+        return insert_reshape(graph, moved, [phases.batch, phases.out_channels, -1], origin=node)
 
 
 def _phase_windows(stride: int, padding: int) -> list[tuple[int, list[int]]]:
