@@ -286,16 +286,20 @@ def export(
     from audiodeploy.lowering.quantize import SENSITIVITY_STAGE
 
     with _step("lowering to ExecuTorch + XNNPACK (large models take minutes)"):
+        int8 = None
+        if quantize is not None:
+            int8 = audiodeploy.Quantization(
+                audiodeploy.QuantizationScheme(quantize),
+                calibration=calibration,
+                keep_fp32=keep,
+                sensitivity=sensitivity,
+                fidelity=fidelity_measures(built),
+            )
         lowered = audiodeploy.lower(
             built.module,
             built.example_inputs,
             dynamic_shapes=built.dynamic_shapes,
-            fold=not no_fold,
-            quantize=quantize,
-            calibration=calibration,
-            keep_fp32=keep,
-            fidelity=fidelity_measures(built) if quantize is not None else None,
-            sensitivity=sensitivity,
+            options=audiodeploy.LoweringOptions(fold=not no_fold, quantization=int8),
             progress=_ProgressLines(announced=frozenset({SENSITIVITY_STAGE})),
         )
     with _step("checking the program against eager PyTorch"):
@@ -341,11 +345,10 @@ def _write_program(
     from audiodeploy.program.description import sidecar_content
     from audiodeploy.runtime.program import mark_verified
 
-    model = built.describe()
-    model["max_abs_diff_vs_eager"] = max_abs_diff
+    description = built.describe(max_abs_diff_vs_eager=max_abs_diff)
     files = {target: lowered.buffer}
     files.update({target.parent / f"{tag}.ptd": data for tag, data in lowered.external_data.items()})
-    files[sidecar] = sidecar_content(target, lowered.buffer, model, lowered.report.to_dict())
+    files[sidecar] = sidecar_content(target, lowered.buffer, description, lowered.report.to_dict())
     atomic_write_files(files)
     # This process made these bytes and ran them: later loads need not probe them in a child process.
     mark_verified(lowered.buffer)
@@ -528,7 +531,7 @@ def inspect(
         report = LoweringReport.from_dict(dict(sidecar.lowering))
     except (KeyError, TypeError, ValueError) as error:
         raise UserError(
-            f"{display(sidecar.path)}: its lowering report is malformed ({error}); export the model again"
+            f"{display(sidecar_path(model))}: its lowering report is malformed ({error}); export the model again"
         ) from None
     out.print(report.describe(verbose=_output.verbose()), markup=False)
     out.print("versions: " + ", ".join(f"{k} {v}" for k, v in sidecar.versions.items()), markup=False)

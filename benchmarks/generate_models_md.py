@@ -344,7 +344,15 @@ SECTIONS = {"pos_conv": pos_conv_section}
 
 
 def load_results(directory: Path = RESULTS) -> list[dict]:
-    return [json.loads(path.read_text()) for path in sorted(directory.glob("*.json"))]
+    """Every result file; a bench record is read through `BenchRecord` first, so that one that does not follow
+    ``audiodeploy.bench/1`` is an error naming the file and field, not a wrong table."""
+    from audiodeploy.bench.results import SCHEMA, read_json
+
+    results = []
+    for path in sorted(directory.glob("*.json")):
+        result = json.loads(path.read_text())
+        results.append(read_json(path) if result.get("schema") == SCHEMA else result)
+    return results
 
 
 def render(results: list[dict] | None = None) -> str:

@@ -4,10 +4,10 @@ The module is ``weight_norm(Conv1d(C, C, K, padding=K // 2, groups=G), dim=2)``
 with seeded synthetic weights, run on a ``(1, C, L)`` input. In one run this
 script measures:
 
-- ``stock``: stock ExecuTorch lowering (``audiodeploy.lower(..., fold=False)``);
+- ``stock``: stock ExecuTorch lowering (``audiodeploy.lower(..., options=LoweringOptions(fold=False))``);
   XNNPACK declines the convolution because its weight is computed, so the
   convolution and the weight-norm computation run on portable kernels;
-- ``audiodeploy``: ``audiodeploy.lower(..., fold=True)``, the computed weight
+- ``audiodeploy``: ``audiodeploy.lower(...)`` (``fold=True``, the default), the computed weight
   folded into a constant inside the delegate;
 - ``reference``: a fresh module with the same weights whose parametrization was
   removed by hand (``remove_parametrizations(leave_parametrized=True)``) before
@@ -144,7 +144,7 @@ def main(argv: list[str] | None = None) -> dict:
     for name, (module, fold) in lowerings.items():
         log(f"lowering {name} ...")
         start = time.perf_counter()
-        lowered = audiodeploy.lower(module, (x,), fold=fold)
+        lowered = audiodeploy.lower(module, (x,), options=audiodeploy.LoweringOptions(fold=fold))
         lowering_s = time.perf_counter() - start
         method = lowered.report.methods["forward"]
         programs[name] = Program(lowered.buffer, origin=name)

@@ -2,8 +2,9 @@
 
     files = calibration_files(["speech/"])            # a directory: its audio files, sorted
     calibration = calibration_set(built, files)       # inputs (windows of each file), and notes for the user
+    int8 = audiodeploy.Quantization(audiodeploy.QuantizationScheme.INT8_STATIC, calibration=calibration.inputs)
     audiodeploy.lower(built.module, built.example_inputs, dynamic_shapes=built.dynamic_shapes,
-                      quantize="int8-static", calibration=calibration.inputs)
+                      options=audiodeploy.LoweringOptions(quantization=int8))
 
 Each file becomes the inputs the program takes, as `audiodeploy run` would prepare them:
 
@@ -201,7 +202,7 @@ _SNR_NAMES = {"snr_db": "output SNR", "waveform_snr_db": "waveform SNR"}
 
 
 def fidelity_measures(built: BuiltModel) -> dict[str, Callable[[torch.Tensor, torch.Tensor], float]]:
-    """What a quantized program of `built` is measured by (`audiodeploy.lower(..., fidelity=...)`), by task:
+    """What a quantized program of `built` is measured by (`audiodeploy.Quantization(..., fidelity=...)`), by task:
     every program: `snr_db`, `max_abs_diff`; CTC logits: also `argmax_agreement` (frames); vocoders: the SNR as
     `waveform_snr_db` and `log_mel_distance` through the recipe's own front end."""
     from audiodeploy.program import fidelity

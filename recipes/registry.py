@@ -75,10 +75,11 @@ class Recipe(ABC, Generic[ArchitectureT]):
     atol: float
     """Absolute tolerance of a lowered program's output against the eager module (fp32)."""
     int8_schemes: tuple[str, ...] = ()
-    """The `audiodeploy.lower(quantize=...)` schemes this recipe takes, measured end to end on its tiny variant
-    (tests/recipes/test_quantized.py); none by default. `check_int8_scheme` refuses the others."""
+    """The schemes this recipe takes (`audiodeploy.QuantizationScheme` values, as the command line spells them),
+    measured end to end on its tiny variant (tests/recipes/test_quantized.py); none by default.
+    `check_int8_scheme` refuses the others."""
     int8_keep_fp32: Mapping[str, tuple[str, ...]] = MappingProxyType({})
-    """Per source: the module-name patterns (`keep_fp32` of `audiodeploy.lower`, fnmatch on the export
+    """Per source: the module-name patterns (`keep_fp32` of `audiodeploy.Quantization`, fnmatch on the export
     wrapper's module paths) whose GEMMs stay fp32 by default when the model is quantized; a source not
     named keeps nothing. A variant may declare its own (`Variant.int8_keep_fp32`). See `default_keep_fp32`."""
 

@@ -1,9 +1,9 @@
 """What a recipe declares and what it builds: variants, length ranges, the built model.
 
 The lowering core reads `BuiltModel.module`, `.example_inputs` and `.dynamic_shapes`; the exporter writes
-`BuiltModel.describe()` into the program's description. What the description holds (`InputSpec`, `OutputSpec`,
-`CtcVocabulary`, `MelSpectrogram`) is defined by the model-free `audiodeploy.program`, which the runtime reads
-without importing any recipe.
+`BuiltModel.describe()`, a `ProgramDescription`, into the program's sidecar. What the description holds
+(`InputSpec`, `OutputSpec`, `CtcVocabulary`, `MelSpectrogram`) is defined by the model-free `audiodeploy.program`,
+which the runtime reads without importing any recipe.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Generic, Protocol, Self, TypeVar
 
+from audiodeploy.program.description import ProgramDescription
 from audiodeploy.program.mel import MelSpectrogram
 from audiodeploy.program.spec import (
     CTC_LOGITS_OUTPUT,
@@ -215,19 +216,21 @@ class BuiltModel:
         """Seeded random inputs of `length` steps (samples or frames), for tests and benchmarks."""
         return self.input.random_inputs(length, seed)
 
-    def describe(self) -> dict[str, object]:
-        """A JSON-serializable summary for sidecars and reports."""
-        return {
-            "recipe": self.recipe,
-            "variant": self.variant,
-            "source": self.source,
-            "weights": self.weights_provenance,
-            "sample_rate": self.sample_rate,
-            "input": self.input.to_dict(),
-            "output": self.output.to_dict(),
-            "length_range_seconds": [self.length_range.min_seconds, self.length_range.max_seconds],
-            "atol": self.atol,
-            "vocabulary": None if self.vocabulary is None else self.vocabulary.to_dict(),
-            "mel": None if self.mel is None else self.mel.to_dict(),
-            "notes": list(self.notes),
-        }
+    def describe(self, max_abs_diff_vs_eager: float | None = None) -> ProgramDescription:
+        """The program's description, as its sidecar holds it; `max_abs_diff_vs_eager` is the exported program's
+        largest difference from this module (None before a program was checked against it)."""
+        return ProgramDescription(
+            recipe=self.recipe,
+            variant=self.variant,
+            source=self.source,
+            weights=self.weights_provenance,
+            sample_rate=self.sample_rate,
+            input=self.input,
+            output=self.output,
+            length_range_seconds=(self.length_range.min_seconds, self.length_range.max_seconds),
+            atol=self.atol,
+            vocabulary=self.vocabulary,
+            mel=self.mel,
+            notes=self.notes,
+            max_abs_diff_vs_eager=max_abs_diff_vs_eager,
+        )

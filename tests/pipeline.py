@@ -54,7 +54,8 @@ def lower_and_compare(
     atol: float = FP32_ATOL,
 ) -> MethodReport:
     """Lower ``module``, run the .pte on ``inputs`` (and ``also_run``), compare with eager; the method's report."""
-    lowered = audiodeploy.lower(module, inputs, dynamic_shapes=dynamic_shapes, fold=fold, rewrite=rewrite)
+    options = audiodeploy.LoweringOptions(fold=fold, rewrite=rewrite)
+    lowered = audiodeploy.lower(module, inputs, dynamic_shapes=dynamic_shapes, options=options)
     for case in (inputs, *also_run):
         assert_matches_eager(lowered, module, case, atol=atol)
     return lowered.report.methods["forward"]

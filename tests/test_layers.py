@@ -17,20 +17,16 @@ LAYERS: tuple[frozenset[str], ...] = (
     frozenset({"cli"}),
     frozenset({"bench"}),
     frozenset({"recipes"}),
+    frozenset({"_api"}),  # audiodeploy.lower: the core, with the runtime running the programs it measures
     frozenset({"lowering", "runtime", "native"}),  # independent of each other
     frozenset({"program"}),
 )
 """Highest first: a layer may import the layers below it, not those above it, nor its siblings."""
 
-ALLOWED = {
-    # The int8 report runs the quantized program once to measure its fidelity, through the runtime's one loader.
-    # To go: the core is to take that runner as a callable (issue 21).
-    ("audiodeploy.lowering.pipeline", "audiodeploy.runtime.program"),
-}
-
 
 def _layer_of(module: str) -> str | None:
-    """The layer a module ``audiodeploy.X...`` belongs to; None for the shared top-level modules (_files, errors)."""
+    """The layer a module ``audiodeploy.X...`` belongs to; None for the shared top-level modules (_files, errors)
+    and the package itself, whose ``__getattr__`` imports the layers lazily, by name."""
     parts = module.split(".")
     if len(parts) < 2 or parts[0] != "audiodeploy":
         return None
@@ -80,14 +76,7 @@ def test_every_import_goes_down_the_layers():
             continue
         for imported in sorted(_imports(module, path)):
             other = _layer_of(imported)
-            if (
-                other is None
-                or other == layer
-                or any(
-                    module == importer and (imported == allowed or imported.startswith(f"{allowed}."))
-                    for importer, allowed in ALLOWED
-                )
-            ):
+            if other is None or other == layer:
                 continue
             if _rank(other) <= _rank(layer):
                 broken.append(f"{module} ({layer}) imports {imported} ({other})")
@@ -101,3 +90,12 @@ def test_the_contract_sees_a_broken_import(tmp_path):
     imported = _imports("audiodeploy.lowering.offending", path)
     assert "audiodeploy.runtime.model" in imported
     assert _rank(_layer_of("audiodeploy.runtime.model")) <= _rank(_layer_of("audiodeploy.lowering.offending"))
+
+
+def test_the_public_lower_sits_above_the_core_and_the_runtime_it_joins():
+    modules = _sources()
+    assert "audiodeploy._api" in modules
+    imported = {_layer_of(name) for name in _imports("audiodeploy._api", modules["audiodeploy._api"])}
+    assert {"lowering", "runtime"} <= imported
+    assert _rank("_api") < _rank("lowering") and _rank("_api") < _rank("runtime")
+    assert _layer_of("audiodeploy._files") is None and _layer_of("audiodeploy") is None

@@ -16,13 +16,21 @@ import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import torch
 
 from audiodeploy.bench import pos_conv
 from audiodeploy.bench.errors import BenchError
 from audiodeploy.bench.pos_conv import PosConvShape
-from audiodeploy.bench.results import MEMORY_NOTE, RATIOS_NOTE, SCHEMA, validate
+from audiodeploy.bench.results import (
+    BenchCase,
+    BenchRecord,
+    BenchSettings,
+    BenchTarget,
+    Machine,
+    RuntimeFigures,
+)
 from audiodeploy.bench.runtimes import (
     COMPARABLE,
     EagerRuntime,
@@ -47,6 +55,10 @@ from audiodeploy.bench.transports import (
     Transport,
     parse_device,
 )
+
+if TYPE_CHECKING:
+    from audiodeploy.recipes.registry import Recipe
+    from audiodeploy.recipes.spec import BuiltModel
 
 Log = Callable[[str], None]
 
@@ -213,19 +225,24 @@ _OFF_DEVICE = ("eager", "onnxruntime", "onnxruntime-int8")
 """What runs in this Python process only, never on a device."""
 
 
-def run_bench(request: BenchRequest, log: Log = lambda message: None) -> dict:
-    """Measure as ``request`` says; the validated ``audiodeploy.bench/1`` record."""
+def run_bench(request: BenchRequest, log: Log = lambda message: None) -> dict[str, Any]:
+    """Measure as ``request`` says; the ``audiodeploy.bench/1`` record as its dictionary (`measure_bench`)."""
+    return measure_bench(request, log).to_dict()
+
+
+def measure_bench(request: BenchRequest, log: Log = lambda message: None) -> BenchRecord:
+    """Measure as ``request`` says; the ``audiodeploy.bench/1`` record."""
     check(request)
     transport, threads = _transport(request, log)
-    machine = machine_info(threads, request.command)  # before the run: its date is when the run started
+    # Before the run: its date is when the run started.
+    machine = Machine.from_dict(machine_info(threads, request.command))
     if request.target == pos_conv.TARGET:
         target, runtimes, cases = _pos_conv_cases(request, transport, log)
     elif is_pte_target(request.target):
         target, runtimes, cases = _pte_cases(request, transport, log)
     else:
         target, runtimes, cases = _recipe_cases(request, transport, threads, log)
-    record = _measure(request, target, runtimes, cases, transport, threads, machine, log)
-    return validate(record)
+    return _measure(request, target, runtimes, cases, transport, threads, machine, log)
 
 
 def _transport(request: BenchRequest, log: Log) -> tuple[Transport, int | None]:
@@ -265,61 +282,84 @@ def _seconds(request: BenchRequest) -> tuple[float, ...]:
     return tuple(sorted(set(request.seconds or (1.0,))))
 
 
-def _recipe_cases(request: BenchRequest, transport, threads: int | None, log: Log):
+def _recipe_cases(
+    request: BenchRequest, transport: Transport, threads: int | None, log: Log
+) -> tuple[BenchTarget, list[Runtime], list[_Case]]:
+    """The recipe built over every length measured, a case per length, and the runtimes to compare."""
     from audiodeploy import recipes
-    from audiodeploy.recipes.spec import LengthRange
 
     recipe = recipes.get(request.target)
-    variant = recipe.variant(request.variant).name
-    seconds = _seconds(request)
-    default = recipe.default_length_range
-    # The program a user gets from `audiodeploy export`, widened to every length measured.
-    length_range = LengthRange(min(default.min_seconds, seconds[0]), max(default.max_seconds, seconds[-1]))
-    log(f"building {recipe.name} {variant}")
-    built = recipe.build(
-        variant=variant, source=request.source, weights=request.weights, seed=request.seed, length_range=length_range
+    built = _build(recipe, request, log)
+    target = BenchTarget(
+        kind="recipe",
+        recipe=built.recipe,
+        variant=built.variant,
+        source=built.source,
+        weights=built.weights_provenance,
+        parameters=sum(p.numel() for p in built.module.parameters()),
+        path=None,
+        sample_rate=built.sample_rate,
+        input_kind=built.input.kind,
+        length_range_seconds=(built.length_range.min_seconds, built.length_range.max_seconds),
     )
-    module = built.module
-    target = {
-        "kind": "recipe",
-        "recipe": built.recipe,
-        "variant": built.variant,
-        "source": built.source,
-        "weights": built.weights_provenance,
-        "parameters": sum(p.numel() for p in module.parameters()),
-        "path": None,
-        "sample_rate": built.sample_rate,
-        "input_kind": built.input.kind,
-        "length_range_seconds": [built.length_range.min_seconds, built.length_range.max_seconds],
-    }
-    cases = []
-    for s in seconds:
-        length = built.input.length_for_seconds(s)
-        inputs = built.random_inputs(length, seed=request.seed + 1)
-        with torch.no_grad():
-            expected = module(*inputs)
-        cases.append(
-            _Case(s, length, inputs, built.input.seconds(length), expected, ctc=built.output.kind == "ctc-logits")
-        )
-
+    cases = [_recipe_case(built, s, request.seed) for s in _seconds(request)]
     names = ("audiodeploy", *request.compare)
     keep_fp32 = recipe.default_keep_fp32(built.source, built.variant)
     scheme = int8_scheme(recipe.int8_schemes)
-    runtimes: list[Runtime] = []
     if transport.programs_per_length:
         for case in cases:
             for name in names:
                 log(f"lowering {name} for {case.audio_seconds:g} s (fixed length, as the phone's runner needs)")
-                case.runtimes.append(_lowered(name, module, case.inputs, None, scheme, keep_fp32))
-        return target, [r for r in cases[0].runtimes], cases
+                case.runtimes.append(_lowered(name, built.module, case.inputs, None, scheme, keep_fp32))
+        return target, list(cases[0].runtimes), cases
+    return target, _recipe_runtimes(built, names, scheme, keep_fp32, threads, log), cases
+
+
+def _build(recipe: Recipe[Any], request: BenchRequest, log: Log) -> BuiltModel:
+    """The program a user gets from `audiodeploy export`, its length range widened to every length measured."""
+    from audiodeploy.recipes.spec import LengthRange
+
+    variant = recipe.variant(request.variant).name
+    seconds = _seconds(request)
+    default = recipe.default_length_range
+    length_range = LengthRange(min(default.min_seconds, seconds[0]), max(default.max_seconds, seconds[-1]))
+    log(f"building {recipe.name} {variant}")
+    return recipe.build(
+        variant=variant, source=request.source, weights=request.weights, seed=request.seed, length_range=length_range
+    )
+
+
+def _recipe_case(built: BuiltModel, seconds: float, seed: int) -> _Case:
+    """Seeded random input of `seconds` of audio, and what the eager module gives for it."""
+    length = built.input.length_for_seconds(seconds)
+    inputs = built.random_inputs(length, seed=seed + 1)
+    with torch.no_grad():
+        expected = built.module(*inputs)
+    ctc = built.output.kind == "ctc-logits"
+    return _Case(seconds, length, inputs, built.input.seconds(length), expected, ctc=ctc)
+
+
+_HOW_LOWERED = {
+    "audiodeploy": "computed weights folded, graph rewritten for XNNPACK",
+    "stock": "stock ExecuTorch",
+}
+
+
+def _recipe_runtimes(
+    built: BuiltModel,
+    names: Sequence[str],
+    scheme: str,
+    keep_fp32: Sequence[str],
+    threads: int | None,
+    log: Log,
+) -> list[Runtime]:
+    """The runtimes `names` of the built module, each taking every length of its range."""
+    module = built.module
+    runtimes: list[Runtime] = []
     onnx_export = None
     for name in names:
         if name in ("audiodeploy", "stock", "audiodeploy-int8"):
-            how = {
-                "audiodeploy": "computed weights folded, graph rewritten for XNNPACK",
-                "stock": "stock ExecuTorch",
-                "audiodeploy-int8": f"folded, then {scheme}",
-            }[name]
+            how = _HOW_LOWERED.get(name, f"folded, then {scheme}")
             log(f"lowering {name} ({how}); large models take minutes")
             runtimes.append(_lowered(name, module, built.example_inputs, built.dynamic_shapes, scheme, keep_fp32))
         elif name == "eager":
@@ -330,17 +370,13 @@ def _recipe_cases(request: BenchRequest, transport, threads: int | None, log: Lo
                 onnx_export = export_onnx(module, built.example_inputs, built.dynamic_shapes)
             if name == "onnxruntime-int8":
                 log("quantizing the ONNX model (onnxruntime quantize_dynamic, QInt8)")
+            int8 = name == "onnxruntime-int8"
             runtimes.append(
                 OnnxRuntime(
-                    module,
-                    built.example_inputs,
-                    built.dynamic_shapes,
-                    threads or 1,
-                    int8=name == "onnxruntime-int8",
-                    exported=onnx_export,
+                    module, built.example_inputs, built.dynamic_shapes, threads or 1, int8=int8, exported=onnx_export
                 )
             )
-    return target, runtimes, cases
+    return runtimes
 
 
 def _lowered(
@@ -353,13 +389,15 @@ def _lowered(
     return lower_module(name, module, inputs, dynamic_shapes, fold=name == "audiodeploy")
 
 
-def _pos_conv_cases(request: BenchRequest, transport, log: Log):
+def _pos_conv_cases(
+    request: BenchRequest, transport: Transport, log: Log
+) -> tuple[BenchTarget, list[Runtime], list[_Case]]:
     """The positional convolution lowered the stock way and by audiodeploy, at one fixed input length."""
     shape = request.pos_conv_shape
     model, x = pos_conv.build(shape, request.seed)
     with torch.no_grad():
         expected = model(x)
-    runtimes = []
+    runtimes: list[Runtime] = []
     for name in ("stock", "audiodeploy"):
         log(f"lowering {name}: {pos_conv.LABELS[name]}, {shape.describe()} on {tuple(x.shape)}")
         runtimes.append(lower_module(name, model, (x,), None, fold=name == "audiodeploy"))
@@ -367,10 +405,10 @@ def _pos_conv_cases(request: BenchRequest, transport, log: Log):
     case = _Case(
         None, shape.length, (x,), None, expected, runtimes=list(runtimes) if transport.programs_per_length else []
     )
-    return pos_conv.target_record(shape, model), runtimes, [case]
+    return BenchTarget.from_dict(pos_conv.target_record(shape, model)), runtimes, [case]
 
 
-def _pte_cases(request: BenchRequest, transport, log: Log):
+def _pte_cases(request: BenchRequest, transport: Transport, log: Log) -> tuple[BenchTarget, list[Runtime], list[_Case]]:
     from audiodeploy.program.description import program_digest, read_sidecar, sidecar_path
 
     path = Path(request.target)
@@ -383,22 +421,22 @@ def _pte_cases(request: BenchRequest, transport, log: Log):
         sidecar = read_sidecar(path)  # a sidecar that is there must describe this program
         sidecar.check_digest(program_digest(runtime.buffer), str(path))
         description = sidecar.description
-    target = {
-        "kind": "pte",
-        "recipe": description.recipe if description else None,
-        "variant": description.variant if description else None,
-        "source": description.source if description else None,
-        "weights": description.weights if description else None,
-        "parameters": None,
-        "path": str(path),
-        "sample_rate": description.sample_rate if description else None,
-        "input_kind": description.input.kind if description else None,
-        "length_range_seconds": list(description.length_range_seconds) if description else None,
-    }
+    target = BenchTarget(
+        kind="pte",
+        recipe=description.recipe if description else None,
+        variant=description.variant if description else None,
+        source=description.source if description else None,
+        weights=description.weights if description else None,
+        parameters=None,
+        path=str(path),
+        sample_rate=description.sample_rate if description else None,
+        input_kind=description.input.kind if description else None,
+        length_range_seconds=description.length_range_seconds if description else None,
+    )
     spec = description.input if description else None
     upper_shape = bounds[0][0]
     generator = torch.Generator().manual_seed(request.seed + 1)
-    cases = []
+    cases: list[_Case] = []
     if transport.programs_per_length or spec is None:
         # The phone's runner (and a program without a sidecar) runs at the upper bound.
         length = int(upper_shape[spec.length_axis]) if spec else None
@@ -438,7 +476,16 @@ def _counts(request: BenchRequest, names: Sequence[str]) -> dict[str, RunCounts]
     }
 
 
-def _measure(request, target, runtimes, cases, transport, threads, machine, log) -> dict:
+def _measure(
+    request: BenchRequest,
+    target: BenchTarget,
+    runtimes: list[Runtime],
+    cases: list[_Case],
+    transport: Transport,
+    threads: int | None,
+    machine: Machine,
+    log: Log,
+) -> BenchRecord:
     infos = transport.runtime_infos(runtimes)
     names = list(infos)
     baseline = "audiodeploy" if "audiodeploy" in names and len(names) > 1 else None
@@ -454,43 +501,36 @@ def _measure(request, target, runtimes, cases, transport, threads, machine, log)
             case_records.append(_case_record(case, measured, baseline))
     finally:
         transport.close(runtimes)
-    if threads is None:
-        machine["threads"] = None
-    name = request.name or _default_name(request, target)
-    return {
-        "schema": SCHEMA,
-        "benchmark": "bench",
-        "name": name,
-        "target": target,
-        "transport": transport.describe(),
-        "settings": {
-            "runs": request.runs,
-            "warmup": request.warmup,
-            "stock_runs": request.stock_runs,
-            "stock_warmup": request.stock_warmup,
-            "threads": threads,
-            "seed": request.seed,
-            "compare": list(request.compare),
-        },
-        "machine": machine,
-        "baseline": baseline,
-        "runtimes": infos,
-        "cases": case_records,
-        "ratios_note": RATIOS_NOTE,
-        "memory_note": MEMORY_NOTE,
-    }
+    return BenchRecord(
+        name=request.name or _default_name(request, target),
+        target=target,
+        transport=transport.describe(),
+        settings=BenchSettings(
+            runs=request.runs,
+            warmup=request.warmup,
+            stock_runs=request.stock_runs,
+            stock_warmup=request.stock_warmup,
+            threads=threads,
+            seed=request.seed,
+            compare=request.compare,
+        ),
+        machine=machine,
+        baseline=baseline,
+        runtimes=infos,
+        cases=tuple(case_records),
+    )
 
 
-def _default_name(request: BenchRequest, target: dict) -> str:
+def _default_name(request: BenchRequest, target: BenchTarget) -> str:
     """What models.md calls a result when ``--name`` is not given."""
-    if target["kind"] == pos_conv.TARGET:
+    if target.kind == pos_conv.TARGET:
         return pos_conv.default_name(request.pos_conv_shape)
-    if target["kind"] == "recipe":
-        return f"{target['recipe']}-{target['variant']}"
-    return Path(target["path"]).stem
+    if target.kind == "recipe":
+        return f"{target.recipe}-{target.variant}"
+    return Path(target.path or "").stem
 
 
-def _case_record(case: _Case, measured: dict[str, Measurement], baseline: str | None) -> dict:
+def _case_record(case: _Case, measured: dict[str, Measurement], baseline: str | None) -> BenchCase:
     from audiodeploy.program.fidelity import frame_argmax_agreement, output_snr_db
 
     figures = {}
@@ -505,16 +545,16 @@ def _case_record(case: _Case, measured: dict[str, Measurement], baseline: str | 
             snr = output_snr_db(case.expected, m.output)
             if case.ctc:
                 agreement = frame_argmax_agreement(case.expected, m.output)
-        figures[name] = {
-            "load_s": m.load_s,
-            "peak_rss_bytes": m.peak_rss_bytes,
-            "rtf": None if not case.audio_seconds else m.latency["median_s"] / case.audio_seconds,
-            "max_abs_diff_vs_eager": diff,
-            "snr_db_vs_eager": _json_float(snr),
-            "argmax_agreement_vs_eager": agreement,
-            "notes": list(m.notes),
-            "latency": m.latency,
-        }
+        figures[name] = RuntimeFigures(
+            load_s=m.load_s,
+            peak_rss_bytes=m.peak_rss_bytes,
+            rtf=None if not case.audio_seconds else m.latency.median_s / case.audio_seconds,
+            max_abs_diff_vs_eager=diff,
+            snr_db_vs_eager=_json_float(snr),
+            argmax_agreement_vs_eager=agreement,
+            notes=tuple(m.notes),
+            latency=m.latency,
+        )
     ratios, paired = {}, {}
     if baseline:
         base = measured[baseline]
@@ -522,18 +562,18 @@ def _case_record(case: _Case, measured: dict[str, Measurement], baseline: str | 
             if name == baseline:
                 continue
             key = f"{baseline}/{name}"
-            ratios[key] = base.latency["median_s"] / m.latency["median_s"]
+            ratios[key] = base.latency.median_s / m.latency.median_s
             if base.timing is not None and m.timing is not None:
                 paired[key] = paired_ratio(base.timing, m.timing)
-    return {
-        "seconds": case.seconds,
-        "audio_seconds": case.audio_seconds,
-        "input_length": case.length,
-        "input_shape": list(case.inputs[0].shape),
-        "runtimes": figures,
-        "ratios": ratios,
-        "paired_ratios": paired,
-    }
+    return BenchCase(
+        seconds=case.seconds,
+        audio_seconds=case.audio_seconds,
+        input_length=case.length,
+        input_shape=tuple(case.inputs[0].shape),
+        runtimes=figures,
+        ratios=ratios,
+        paired_ratios=paired,
+    )
 
 
 def _json_float(value: float | None) -> float | None:

@@ -1,13 +1,13 @@
 """The runtimes a benchmark compares, each behind the same two calls: ``load()``, then ``run(inputs)``.
 
-- ``audiodeploy``: ``audiodeploy.lower(..., fold=True)`` run by ExecuTorch's runtime (XNNPACK);
-- ``stock``: the same module lowered the stock ExecuTorch way (``fold=False``);
+- ``audiodeploy``: ``audiodeploy.lower`` (default options: folded, rewritten) run by ExecuTorch's runtime (XNNPACK);
+- ``stock``: the same module lowered the stock ExecuTorch way (``LoweringOptions(fold=False)``);
 - ``pte``: a .pte file given by the user, run by ExecuTorch's runtime;
 - ``eager``: the PyTorch module itself, under ``torch.no_grad()``;
 - ``onnxruntime``: ONNX Runtime on an ONNX export of the whole module (``torch.onnx.export(...,
   dynamo=True)``, the same dynamic length axis; int32 ``index_put`` indices exported as int64, see
   :func:`index_put_with_int64_indices`), all graph optimizations, the same thread count;
-- ``audiodeploy-int8``: ``audiodeploy.lower(..., quantize=<the recipe's first scheme, see int8_scheme>,
+- ``audiodeploy-int8``: ``audiodeploy.lower`` with ``Quantization(<the recipe's first scheme, see int8_scheme>,
   keep_fp32=<the recipe's default>)``;
 - ``onnxruntime-int8``: ONNX Runtime on ``onnxruntime.quantization.quantize_dynamic`` (QInt8 weights, per
   tensor, its defaults) of the same ONNX export ``onnxruntime`` runs.
@@ -166,17 +166,20 @@ def lower_module(
     quantize: str | None = None,
     keep_fp32: Sequence[str] = (),
 ) -> ExecuTorchRuntime:
-    """Lower ``module`` with ``audiodeploy.lower`` (``fold=False``: stock ExecuTorch; ``quantize``: int8,
-    with the GEMMs of ``keep_fp32`` in fp32) into a runtime."""
-    import audiodeploy
+    """Lower ``module`` with ``audiodeploy.lower`` (``fold=False``: stock ExecuTorch; ``quantize``: int8 with that
+    scheme, with the GEMMs of ``keep_fp32`` in fp32) into a runtime."""
+    from audiodeploy import LoweringOptions, Quantization, QuantizationScheme, lower
 
+    quantization = None
+    if quantize is not None:
+        quantization = Quantization(QuantizationScheme(quantize), keep_fp32=keep_fp32)
     start = time.perf_counter()
-    if quantize is None:
-        lowered = audiodeploy.lower(module, example_inputs, dynamic_shapes=dynamic_shapes, fold=fold)
-    else:
-        lowered = audiodeploy.lower(
-            module, example_inputs, dynamic_shapes=dynamic_shapes, fold=fold, quantize=quantize, keep_fp32=keep_fp32
-        )
+    lowered = lower(
+        module,
+        example_inputs,
+        dynamic_shapes=dynamic_shapes,
+        options=LoweringOptions(fold=fold, quantization=quantization),
+    )
     prepare_s = time.perf_counter() - start
     if lowered.external_data:
         raise BenchError(f"{name}: the lowered program keeps constants in a .ptd file, which bench does not run")
@@ -193,6 +196,7 @@ def lower_module(
     )
     if quantize is not None:
         kept = f"; kept fp32: {', '.join(keep_fp32)}" if keep_fp32 else "; nothing kept fp32"
+        # Worded as the records in benchmarks/results/ have it, so that old and new records read alike.
         info.notes.append(f"audiodeploy.lower(quantize={quantize!r}){kept}")
     return ExecuTorchRuntime(info, lowered.buffer, origin=f"{name} lowering")
 

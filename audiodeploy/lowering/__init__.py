@@ -1,7 +1,16 @@
-"""The lowering core: export -> fold computed GEMM weights -> (int8) -> XNNPACK -> .pte, with a report."""
+"""The lowering core: export -> fold computed GEMM weights -> (int8) -> XNNPACK -> .pte, with a report.
 
-from audiodeploy.lowering.pipeline import LoweredProgram, Method, lower
-from audiodeploy.lowering.quantize import SCHEMES, QuantizationError
+It runs no program: :func:`lower` measures a quantized program through the caller's :class:`ProgramRunner`
+(``audiodeploy.lower`` gives one on :mod:`audiodeploy.runtime`).
+"""
+
+from audiodeploy.lowering.pipeline import LoweredProgram, LoweringOptions, Method, ProgramRunner, lower
+from audiodeploy.lowering.quantize import (
+    KeepFp32PatternError,
+    Quantization,
+    QuantizationError,
+    QuantizationScheme,
+)
 from audiodeploy.lowering.report import (
     DeclinedGemm,
     Fold,
@@ -19,14 +28,18 @@ __all__ = [
     "Fold",
     "Fp32Gemm",
     "GemmSensitivity",
+    "KeepFp32PatternError",
     "LoweredProgram",
+    "LoweringOptions",
     "LoweringReport",
     "Method",
     "MethodReport",
     "NotFolded",
+    "ProgramRunner",
+    "Quantization",
     "QuantizationError",
     "QuantizationReport",
+    "QuantizationScheme",
     "QuantizedMethod",
-    "SCHEMES",
     "lower",
 ]

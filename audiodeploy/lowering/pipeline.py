@@ -13,7 +13,7 @@ weight being a parameter.
 So the fold is applied to the exported ATen program, and the real partitioner
 then decides:
 
-1. ``torch.export`` each method, and (``rewrite``) apply the ATen-level rewrites
+1. ``torch.export`` each method, and (``LoweringOptions.rewrite``) apply the ATen-level rewrites
    of :data:`~audiodeploy.lowering.passes.XNNPACK_REWRITES`, which write the
    ops XNNPACK 1.5.1 declines (layer and group norm, means, unmasked SDPA and
    4-D attention matmuls, reshapes with symbolic sizes, a slice of a dynamic
@@ -31,12 +31,15 @@ then decides:
    what stock lowering produces (rewrites aside). In the usual case every fold
    lands and lowering runs once.
 
-With ``quantize`` (see :mod:`~audiodeploy.lowering.quantize`), step 3 applies every planned
-fold, quantizes the folded program (PT2E with ``XNNPACKQuantizer``, exported again with the
-same dynamic shapes) and lowers it once, with a partitioner that merges its proposed partitions
-where no cycle forbids it; step 4 does not run (a fold outside the delegates would show in the
-report as an op outside delegates). The program is then run on inputs not used for calibration
-and compared with eager; the measures go to ``report.quantization``.
+With a :class:`~audiodeploy.lowering.quantize.Quantization` in the options, step 3 applies
+every planned fold, quantizes the folded program (PT2E with ``XNNPACKQuantizer``, exported
+again with the same dynamic shapes) and lowers it once, with a partitioner that merges its
+proposed partitions where no cycle forbids it; step 4 does not run (a fold outside the
+delegates would show in the report as an op outside delegates). The program is then run on
+inputs not used for calibration and compared with eager; the measures go to
+``report.quantization``. The core runs no program itself: the caller's :class:`ProgramRunner`
+does (``audiodeploy.lower`` gives one on :mod:`audiodeploy.runtime`, which the core does not
+import).
 
 Identical folds in several methods are stored once: XNNPACK's named data store
 keys constants by a hash of their bytes, and the folds are computed the same way
@@ -51,7 +54,7 @@ import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import torch
 from executorch.exir import (
@@ -75,10 +78,12 @@ from audiodeploy.lowering.passes.fold_computed_gemm_weights import (
 )
 from audiodeploy.lowering.passes.plan_for_export_range import PlanForExportRangePass, export_symbol_ranges
 from audiodeploy.lowering.quantize import (
+    Inputs,
+    InputsPerMethod,
     Progress,
+    Quantization,
     QuantizedProgram,
     check_keep_fp32,
-    check_options,
     gemm_sensitivity,
     generated_signals,
     quantize_program,
@@ -101,6 +106,11 @@ logger = logging.getLogger(__name__)
 
 _DELEGATE_CALL = torch.ops.higher_order.executorch_call_delegate
 
+FIDELITY_INPUT_COUNT = 2
+
+SymbolRanges = dict[Any, Any]
+"""What :func:`~audiodeploy.lowering.passes.plan_for_export_range.export_symbol_ranges` returns: symbol -> range."""
+
 
 @dataclass(frozen=True)
 class Method:
@@ -110,6 +120,47 @@ class Method:
     example_inputs: tuple[Any, ...]
     dynamic_shapes: Any = None
     """As ``torch.export.export`` takes them, e.g. ``({2: Dim("length", max=4000)},)``."""
+
+
+@dataclass(frozen=True)
+class LoweringOptions:
+    """What :func:`lower` does beyond stock ExecuTorch lowering; the defaults are audiodeploy's fp32 lowering.
+
+    ``LoweringOptions(fold=False)`` is stock lowering, for comparison;
+    ``LoweringOptions(quantization=Quantization(QuantizationScheme.INT8_DYNAMIC))`` is int8 after the rewrites
+    and the fold.
+    """
+
+    fold: bool = True
+    """Fold computed GEMM weights (``weight_norm`` and the like) into constants inside the delegates."""
+    rewrite: bool | None = None
+    """Apply the rewrites of :data:`~audiodeploy.lowering.passes.XNNPACK_REWRITES` (norms, means, attention and
+    reshapes in forms XNNPACK delegates); None (the default) is set to ``fold``, so that ``fold=False`` alone
+    still gives stock lowering."""
+    quantization: Quantization | None = None
+    """int8 (:class:`~audiodeploy.lowering.quantize.Quantization`, its options checked there); None: fp32."""
+
+    def __post_init__(self) -> None:
+        if self.rewrite is None:
+            object.__setattr__(self, "rewrite", self.fold)  # frozen: as dataclasses' own __init__ sets fields
+        if self.quantization is not None and not isinstance(self.quantization, Quantization):
+            raise TypeError(
+                f"quantization takes a Quantization, e.g. Quantization({str(self.quantization)!r}), "
+                f"not {type(self.quantization).__name__}"
+            )
+
+
+class ProgramRunner(Protocol):
+    """Runs one method of a lowered program on each of some input tuples, and returns the outputs of each.
+
+    Called with the .pte bytes, the bytes of its external data (.ptd) or None, the method's name and the input
+    tuples. :func:`lower` runs a quantized program through it to measure its fidelity; ``audiodeploy.lower``
+    gives one on audiodeploy's runtime, so that the core imports no runtime.
+    """
+
+    def __call__(
+        self, program: bytes, data: bytes | None, method: str, inputs: Inputs, /
+    ) -> Sequence[Sequence[torch.Tensor]]: ...
 
 
 class LoweredProgram:
@@ -139,144 +190,205 @@ def lower(
     example_inputs: tuple[Any, ...] | None = None,
     *,
     dynamic_shapes: Any = None,
-    fold: bool = True,
-    rewrite: bool | None = None,
-    quantize: str | None = None,
-    calibration: Sequence[tuple[Any, ...]] | Mapping[str, Sequence[tuple[Any, ...]]] | None = None,
-    keep_fp32: Sequence[str] = (),
-    fidelity_inputs: Sequence[tuple[Any, ...]] | Mapping[str, Sequence[tuple[Any, ...]]] | None = None,
-    fidelity: Mapping[str, fidelity_measures.Measure] | None = None,
-    sensitivity: bool = False,
+    options: LoweringOptions = LoweringOptions(),
+    run_program: ProgramRunner | None = None,
     progress: Progress | None = None,
 ) -> LoweredProgram:
-    """Export, rewrite for XNNPACK, fold computed GEMM weights, lower to XNNPACK and serialize.
+    """Export, rewrite for XNNPACK, fold computed GEMM weights, (quantize,) lower to XNNPACK and serialize.
 
     ``program`` is a module (one method, ``forward``, with ``example_inputs`` and
     optional ``dynamic_shapes``) or a mapping of method name -> :class:`Method`
-    for a multi-method program.
-
-    ``rewrite`` applies the graph rewrites of
-    :data:`~audiodeploy.lowering.passes.XNNPACK_REWRITES` (norms, means, attention
-    and reshapes in forms XNNPACK delegates); ``None`` means "as ``fold``", so
-    ``fold=False`` alone still gives stock ExecuTorch lowering, for comparison.
-
-    ``quantize`` is ``None`` (fp32), ``"int8-dynamic"`` or ``"int8-static"`` (ExecuTorch's
-    ``PT2E_INT8_DYNAMIC_PER_CHANNEL`` and ``PT2E_INT8_STATIC_PER_CHANNEL``; named as the command
-    line spells them), applied after the rewrites and the fold. ``calibration`` (static only) is a
-    sequence of input tuples run through the prepared model (a mapping method name -> sequence for
-    several methods); without it, generated signals and a warning. ``keep_fp32`` holds module-name
-    patterns (``fnmatch`` on ``nn_module_stack`` paths) whose GEMMs stay fp32. The quantized program
-    is run on ``fidelity_inputs`` (default: two generated signals unlike the calibration ones) and
-    compared with eager by the ``fidelity`` measures (name -> ``(reference, actual) -> float``;
-    default: ``snr_db`` and ``max_abs_diff`` of :mod:`~audiodeploy.program.fidelity`).
-    ``sensitivity`` also quantizes each GEMM alone (every one, kept ones included) and records the
-    output SNR on the fidelity inputs, most sensitive first, so that a user can choose ``keep_fp32``;
-    it simulates int8 in PyTorch and costs seconds per GEMM. A ``keep_fp32`` pattern that matches no GEMM
-    of any method raises :class:`~audiodeploy.lowering.quantize.KeepFp32PatternError` before either.
-    ``progress`` is told of each calibration input and each GEMM whose sensitivity is measured (one line each,
-    e.g. ``"measuring sensitivity: GEMM 3 of 40 (linear @ model.lm_head)"``), for a caller to show.
+    for a multi-method program. ``options`` say what is done beyond stock lowering
+    (:class:`LoweringOptions`, checked when made). A quantized program is run by
+    ``run_program`` on the fidelity inputs and compared with eager: quantizing
+    without one is a :class:`TypeError`. A ``keep_fp32`` pattern that matches no
+    GEMM of any method raises :class:`~audiodeploy.lowering.quantize.KeepFp32PatternError`
+    before anything is quantized or measured. ``progress`` is told of each calibration
+    input and each GEMM whose sensitivity is measured (one line each, e.g.
+    ``"measuring sensitivity: GEMM 3 of 40 (linear @ model.lm_head)"``), for a caller to show.
     """
-    if quantize is not None:
-        check_options(quantize, calibration)
-    elif calibration is not None or keep_fp32 or sensitivity:
-        raise TypeError("calibration, keep_fp32 and sensitivity apply to a quantized program: give quantize= too")
+    quantization = options.quantization
+    if quantization is not None and run_program is None:
+        raise TypeError(
+            "lower() runs a quantized program to measure its fidelity: give run_program= (audiodeploy.lower gives "
+            "one on audiodeploy.runtime)"
+        )
     methods = _as_methods(program, example_inputs, dynamic_shapes)
+    exported = {name: _export(method) for name, method in methods.items()}
+    export_ranges = {name: export_symbol_ranges(ep) for name, ep in exported.items()}
+    rewrites = {name: rewrite_for_xnnpack(ep) if options.rewrite else None for name, ep in exported.items()}
+    plans = {name: plan_folds(ep) if options.fold else None for name, ep in exported.items()}
+    if quantization is None:
+        lowered, int8 = _lower_fp32(exported, plans, export_ranges), None
+    else:
+        single = isinstance(program, torch.nn.Module)
+        lowered, int8 = _lower_int8(methods, exported, plans, quantization, single, progress)
+    # Described before to_executorch(), which rewrites the edge programs in place.
+    methods_report = {name: _method_report(name, lowered, plans[name], rewrites[name]) for name in exported}
+    executorch_program = _to_executorch(lowered)
+    buffer, external_data = executorch_program.buffer, _external_data(executorch_program)
+    quantization_report = None
+    if int8 is not None:
+        assert run_program is not None  # refused above
+        quantization_report = _quantization_report(int8, methods, buffer, external_data, run_program)
+    report = LoweringReport(
+        fold=options.fold,
+        pte_bytes=len(buffer),
+        methods=methods_report,
+        rewrite=bool(options.rewrite),  # None was resolved to fold by LoweringOptions
+        quantization=quantization_report,
+    )
+    _warn_gemms_not_delegated(report)
+    return LoweredProgram(buffer, report, external_data)
+
+
+def _export(method: Method) -> ExportedProgram:
     # run_decompositions({}) only functionalizes (in-place buffer updates become
     # BUFFER_MUTATION outputs); it is the same first step to_edge takes.
-    exported = {
-        name: torch.export.export(
-            m.module, tuple(m.example_inputs), dynamic_shapes=m.dynamic_shapes
-        ).run_decompositions({})
-        for name, m in methods.items()
-    }
-    export_ranges = {name: export_symbol_ranges(ep) for name, ep in exported.items()}
-    if rewrite is None:
-        rewrite = fold
-    rewrites = {name: rewrite_for_xnnpack(ep) if rewrite else None for name, ep in exported.items()}
-    plans = {name: plan_folds(ep) if fold else None for name, ep in exported.items()}
-    to_fold: dict[str, list[FoldCandidate]] = {name: list(p.candidates) if p else [] for name, p in plans.items()}
-    declined_folds: dict[str, list[NotFolded]] = {name: [] for name in exported}
+    return torch.export.export(
+        method.module, tuple(method.example_inputs), dynamic_shapes=method.dynamic_shapes
+    ).run_decompositions({})
 
-    quantized: dict[str, QuantizedProgram] = {}
-    while quantize is None:
-        folded = {name: apply_folds(ep, to_fold[name]) for name, ep in exported.items()}
-        partitioners = {name: ExplainingXnnpackPartitioner() for name in exported}
-        edge = to_edge_transform_and_lower(
-            {name: ep for name, (ep, _) in folded.items()},
-            partitioner={name: [p] for name, p in partitioners.items()},
-        )
-        outside = {
-            name: _folds_outside_delegates(edge.exported_program(name), applied, partitioners[name].decline_reasons)
-            for name, (_, applied) in folded.items()
-        }
-        if not any(outside.values()):
-            break
-        for name, rejected in outside.items():
-            for candidate, reason in rejected:
-                to_fold[name].remove(candidate)
-                declined_folds[name].append(NotFolded(candidate.gemm_label, reason))
-    sensitivities: dict[str, tuple[GemmSensitivity, ...]] = {}
-    if quantize is not None:
-        folded = {name: apply_folds(ep, to_fold[name]) for name, ep in exported.items()}
-        check_keep_fp32({name: ep for name, (ep, _) in folded.items()}, keep_fp32)
-        if sensitivity:
-            sensitivities = {
-                name: tuple(
-                    gemm_sensitivity(
-                        ep,
-                        quantize,
-                        _fidelity_inputs(fidelity_inputs, name, program, methods[name]),
-                        calibration=_for_method(calibration, name, program),
-                        progress=progress,
-                    )
-                )  # fmt: skip
-                for name, (ep, _) in folded.items()
-            }
-        quantized = {
-            name: quantize_program(
-                ep,
-                quantize,
-                dynamic_shapes=methods[name].dynamic_shapes,
-                calibration=_for_method(calibration, name, program),
-                keep_fp32=keep_fp32,
-                progress=progress,
+
+@dataclass(frozen=True)
+class _Lowered:
+    """Every method lowered to XNNPACK, and what the report and serialization need of each."""
+
+    edge: EdgeProgramManager
+    partitioners: dict[str, ExplainingXnnpackPartitioner]
+    applied: dict[str, list[AppliedFold]]
+    export_ranges: Mapping[str, SymbolRanges]
+    """Each method's shape symbol ranges as export left them, for :class:`PlanForExportRangePass`."""
+    declined: dict[str, list[NotFolded]]
+    """Folds dropped because XNNPACK declined their GEMM all the same (step 4 of the module docstring)."""
+
+    def folds_outside_delegates(self) -> list[tuple[str, FoldCandidate, str]]:
+        """(method, fold, XNNPACK's reason) for each fold whose constant is still read outside the delegates."""
+        return [
+            (name, candidate, reason)
+            for name, applied in self.applied.items()
+            for candidate, reason in _folds_outside_delegates(
+                self.edge.exported_program(name), applied, self.partitioners[name].decline_reasons
             )
-            for name, (ep, _) in folded.items()
-        }
-        # The symbols of the second export are new: plan memory from its ranges.
-        export_ranges = {name: export_symbol_ranges(q.program) for name, q in quantized.items()}
-        partitioners = {name: ExplainingXnnpackPartitioner(merge_partitions=True) for name in exported}
-        edge = to_edge_transform_and_lower(
-            {name: q.program for name, q in quantized.items()},
-            partitioner={name: [p] for name, p in partitioners.items()},
-        )
+        ]
 
-    # Described before to_executorch(), which rewrites the edge programs in place.
-    methods_report = {
-        name: _method_report(
-            name, edge, folded[name][1], plans[name], declined_folds[name], partitioners[name], rewrites[name]
-        )
-        for name in exported
+
+def _lower_fp32(
+    exported: dict[str, ExportedProgram],
+    plans: Mapping[str, FoldPlan | None],
+    export_ranges: Mapping[str, SymbolRanges],
+) -> _Lowered:
+    """Steps 3 and 4: lower with every planned fold; drop each fold XNNPACK declines and lower again."""
+    to_fold = _planned(plans)
+    declined: dict[str, list[NotFolded]] = {name: [] for name in exported}
+    lowered = _lower_folded(exported, to_fold, export_ranges, declined)
+    # Each round drops at least one fold (remove() would raise otherwise), so this ends; usually it does not run.
+    while outside := lowered.folds_outside_delegates():
+        for name, candidate, reason in outside:
+            to_fold[name].remove(candidate)
+            declined[name].append(NotFolded(candidate.gemm_label, reason))
+        lowered = _lower_folded(exported, to_fold, export_ranges, declined)
+    return lowered
+
+
+def _planned(plans: Mapping[str, FoldPlan | None]) -> dict[str, list[FoldCandidate]]:
+    return {name: list(plan.candidates) if plan else [] for name, plan in plans.items()}
+
+
+def _lower_folded(
+    exported: Mapping[str, ExportedProgram],
+    to_fold: Mapping[str, list[FoldCandidate]],
+    export_ranges: Mapping[str, SymbolRanges],
+    declined: dict[str, list[NotFolded]],
+) -> _Lowered:
+    folded = {name: apply_folds(ep, to_fold[name]) for name, ep in exported.items()}
+    edge, partitioners = _to_edge({name: ep for name, (ep, _) in folded.items()})
+    return _Lowered(edge, partitioners, {name: a for name, (_, a) in folded.items()}, export_ranges, declined)
+
+
+def _to_edge(
+    programs: Mapping[str, ExportedProgram], merge_partitions: bool = False
+) -> tuple[EdgeProgramManager, dict[str, ExplainingXnnpackPartitioner]]:
+    partitioners = {name: ExplainingXnnpackPartitioner(merge_partitions=merge_partitions) for name in programs}
+    edge = to_edge_transform_and_lower(dict(programs), partitioner={name: [p] for name, p in partitioners.items()})
+    return edge, partitioners
+
+
+@dataclass(frozen=True)
+class _Int8:
+    """What the quantization report needs of an int8 lowering."""
+
+    quantization: Quantization
+    quantized: dict[str, QuantizedProgram]
+    sensitivities: dict[str, tuple[GemmSensitivity, ...]]
+    fidelity_inputs: dict[str, list[tuple[Any, ...]]]
+
+
+def _lower_int8(
+    methods: Mapping[str, Method],
+    exported: Mapping[str, ExportedProgram],
+    plans: Mapping[str, FoldPlan | None],
+    quantization: Quantization,
+    single: bool,
+    progress: Progress | None,
+) -> tuple[_Lowered, _Int8]:
+    """Step 3 in int8: apply every planned fold, measure each GEMM's sensitivity if asked, quantize, lower once."""
+    to_fold = _planned(plans)
+    folded = {name: apply_folds(ep, to_fold[name]) for name, ep in exported.items()}
+    programs = {name: ep for name, (ep, _) in folded.items()}
+    check_keep_fp32(programs, quantization.keep_fp32)
+    calibration = {name: _for_method(quantization.calibration, name, single) for name in methods}
+    fidelity_inputs = {
+        name: _fidelity_inputs(quantization.fidelity_inputs, name, single, method) for name, method in methods.items()
     }
+    sensitivities = _sensitivities(programs, quantization, calibration, fidelity_inputs, progress)
+    quantized = {
+        name: quantize_program(
+            ep,
+            quantization.scheme,
+            dynamic_shapes=methods[name].dynamic_shapes,
+            calibration=calibration[name],
+            keep_fp32=quantization.keep_fp32,
+            progress=progress,
+        )
+        for name, ep in programs.items()
+    }
+    # The symbols of the second export are new: plan memory from its ranges, taken before lowering narrows them.
+    export_ranges = {name: export_symbol_ranges(q.program) for name, q in quantized.items()}
+    edge, partitioners = _to_edge({name: q.program for name, q in quantized.items()}, merge_partitions=True)
+    applied = {name: a for name, (_, a) in folded.items()}
+    lowered = _Lowered(edge, partitioners, applied, export_ranges, {name: [] for name in exported})
+    return lowered, _Int8(quantization, quantized, sensitivities, fidelity_inputs)
+
+
+def _sensitivities(
+    programs: Mapping[str, ExportedProgram],
+    quantization: Quantization,
+    calibration: Mapping[str, Inputs | None],
+    fidelity_inputs: Mapping[str, Inputs],
+    progress: Progress | None,
+) -> dict[str, tuple[GemmSensitivity, ...]]:
+    """Each method's GEMMs quantized one at a time and ranked (``Quantization.sensitivity``); empty if not asked."""
+    if not quantization.sensitivity:
+        return {}
+    return {
+        name: tuple(gemm_sensitivity(ep, quantization.scheme, fidelity_inputs[name], calibration[name], progress))
+        for name, ep in programs.items()
+    }
+
+
+def _to_executorch(lowered: _Lowered) -> ExecutorchProgramManager:
     # Mutable buffers keep their initial values, as in eager PyTorch (1.5.1 otherwise
     # serializes only their shape and the program starts from zeros).
-    executorch_program = edge.to_executorch(
+    return lowered.edge.to_executorch(
         ExecutorchBackendConfig(
             passes=[InitializedMutableBufferPass(patterns=[""])],
-            sym_shape_eval_pass={name: PlanForExportRangePass(export_ranges[name]) for name in exported},
+            sym_shape_eval_pass={name: PlanForExportRangePass(r) for name, r in lowered.export_ranges.items()},
         )
     )
-    buffer = executorch_program.buffer
-    external_data = _external_data(executorch_program)
-    quantization = None
-    if quantize is not None:
-        quantization = _quantization_report(
-            quantize, quantized, methods, buffer, external_data, keep_fp32, fidelity_inputs, fidelity, program,
-            sensitivities,
-        )  # fmt: skip
-    report = LoweringReport(
-        fold=fold, pte_bytes=len(buffer), methods=methods_report, rewrite=rewrite, quantization=quantization
-    )
+
+
+def _warn_gemms_not_delegated(report: LoweringReport) -> None:
     for method in report.methods.values():
         if method.gemms_not_delegated:
             logger.warning(
@@ -285,74 +397,61 @@ def lower(
                 len(method.gemms_not_delegated),
                 "; ".join(f"{g.gemm}: {g.reason}" for g in method.gemms_not_delegated),
             )
-    return LoweredProgram(buffer, report, external_data)
 
 
-FIDELITY_INPUT_COUNT = 2
-
-
-def _for_method(given: Any, name: str, program: Any) -> Any:
-    """``given`` for method ``name``: itself for a single module, its entry for a mapping of methods."""
-    if given is None or isinstance(program, torch.nn.Module):
+def _for_method(given: InputsPerMethod | None, name: str, single: bool) -> Inputs | None:
+    """``given`` for method ``name``: its entry in a mapping of methods, else itself (for a single module only)."""
+    if isinstance(given, Mapping):
+        return given.get(name)
+    if given is None or single:
         return given
-    if not isinstance(given, Mapping):
-        raise TypeError("with several methods, give calibration and fidelity inputs as a mapping method name -> inputs")
-    return given.get(name)
+    raise TypeError("with several methods, give calibration and fidelity inputs as a mapping method name -> inputs")
 
 
-def _fidelity_inputs(given: Any, name: str, program: Any, method: Method) -> Sequence[tuple[Any, ...]]:
+def _fidelity_inputs(given: InputsPerMethod | None, name: str, single: bool, method: Method) -> list[tuple[Any, ...]]:
     """The inputs method ``name`` is measured on: the given ones, else generated signals unlike calibration's."""
-    inputs = _for_method(given, name, program)
+    inputs = _for_method(given, name, single)
     if inputs is None:  # seed 2: calibration's generated signals use seed 1
         inputs = generated_signals(method.example_inputs, FIDELITY_INPUT_COUNT, seed=2)
     return [tuple(case) for case in inputs]
 
 
 def _quantization_report(
-    scheme: str,
-    quantized: Mapping[str, QuantizedProgram],
+    int8: _Int8,
     methods: Mapping[str, Method],
     buffer: bytes,
     external_data: Mapping[str, bytes],
-    keep_fp32: Sequence[str],
-    fidelity_inputs: Any,
-    measures: Mapping[str, fidelity_measures.Measure] | None,
-    program: Any,
-    sensitivities: Mapping[str, tuple[GemmSensitivity, ...]],
+    run_program: ProgramRunner,
 ) -> QuantizationReport:
     """Run the program on inputs not used for calibration and compare with eager, per method."""
-    # The one loader (quiet: the runtime's log goes to DEBUG); these bytes were made here, so no probe.
-    from audiodeploy.runtime.program import Program
-
     data = next(iter(external_data.values()), None)
-    loaded = Program(buffer, origin="the quantized program", data=data, trusted=True)
-    described = "given inputs" if fidelity_inputs is not None else f"{FIDELITY_INPUT_COUNT} generated signals"
+    quantization = int8.quantization
     report_methods = {}
     for name, method in methods.items():
-        inputs = _fidelity_inputs(fidelity_inputs, name, program, method)
-        references, actuals = [], []
+        inputs = int8.fidelity_inputs[name]
         with torch.no_grad():
-            for case in inputs:
-                case = tuple(case)
-                expected = method.module(*case)
-                references.append(expected[0] if isinstance(expected, (tuple, list)) else expected)
-                actuals.append(loaded.run(case, name)[0])
-        q = quantized[name]
+            references = [_first(method.module(*case)) for case in inputs]
+        actuals = [outputs[0] for outputs in run_program(buffer, data, name, inputs)]
+        q = int8.quantized[name]
         report_methods[name] = QuantizedMethod(
             name=name,
             quantized_gemms=q.quantized_gemms,
             fp32_gemms=tuple(Fp32Gemm(gemm, reason) for gemm, reason in q.fp32_gemms),
-            fidelity=fidelity_measures.measure(references, actuals, measures),
-            sensitivity=sensitivities.get(name, ()),
+            fidelity=fidelity_measures.measure(references, actuals, quantization.fidelity),
+            sensitivity=int8.sensitivities.get(name, ()),
         )
-    calibration = "; ".join(dict.fromkeys(q.calibration for q in quantized.values()))
+    given = quantization.fidelity_inputs is not None
     return QuantizationReport(
-        scheme=scheme,
-        calibration=calibration,
-        keep_fp32=tuple(keep_fp32),
-        fidelity_inputs=described,
+        scheme=quantization.scheme.value,
+        calibration="; ".join(dict.fromkeys(q.calibration for q in int8.quantized.values())),
+        keep_fp32=tuple(quantization.keep_fp32),
+        fidelity_inputs="given inputs" if given else f"{FIDELITY_INPUT_COUNT} generated signals",
         methods=report_methods,
     )
+
+
+def _first(output: Any) -> Any:
+    return output[0] if isinstance(output, (tuple, list)) else output
 
 
 def _external_data(executorch_program: ExecutorchProgramManager) -> dict[str, bytes]:
@@ -402,15 +501,7 @@ def _folds_outside_delegates(
     return outside
 
 
-def _method_report(
-    name: str,
-    edge: EdgeProgramManager,
-    applied: list[AppliedFold],
-    plan: FoldPlan | None,
-    declined_folds: list[NotFolded],
-    partitioner: ExplainingXnnpackPartitioner,
-    rewritten: Rewritten | None,
-) -> MethodReport:
+def _method_report(name: str, lowered: _Lowered, plan: FoldPlan | None, rewritten: Rewritten | None) -> MethodReport:
     folds = tuple(
         Fold(
             gemm=a.candidate.gemm_label,
@@ -419,10 +510,10 @@ def _method_report(
             bytes_freed=a.candidate.bytes_freed,
             bytes_written=a.candidate.bytes_written,
         )
-        for a in applied
+        for a in lowered.applied[name]
     )
     not_folded = tuple(NotFolded(r.gemm_label, r.reason) for r in (plan.rejections if plan else ())) + tuple(
-        declined_folds
+        lowered.declined[name]
     )
     skipped = tuple(
         SkippedRewrite(rewrite, reason, nodes)
@@ -430,8 +521,8 @@ def _method_report(
     )
     return describe_lowered_method(
         name,
-        edge.exported_program(name),
-        partitioner.decline_reasons,
+        lowered.edge.exported_program(name),
+        lowered.partitioners[name].decline_reasons,
         folds,
         not_folded,
         rewritten.changed if rewritten else (),

@@ -12,7 +12,8 @@ as a GEMM on one constant weight: its per-channel int8 scales come from the fold
 delegate gets ``dequantize_per_channel(int8 constant) ── GEMM``, which XNNPACK takes whole. Quantizing
 first would quantize ``weight_g`` and ``weight_v`` (or leave the computation fp32 and outside).
 
-Schemes (names as the command line spells them; ExecuTorch's ``XNNPackRecipeType`` in brackets):
+Schemes (:class:`QuantizationScheme`, valued as the command line spells them; ExecuTorch's ``XNNPackRecipeType`` in
+brackets):
 
 - ``int8-dynamic`` (``PT2E_INT8_DYNAMIC_PER_CHANNEL``): int8 per-channel symmetric weights, activations
   quantized per tensor at run time. XNNPACK 1.5.1 runs dynamically quantized ``linear`` and standard
@@ -37,6 +38,9 @@ path matches a ``keep_fp32`` pattern (``fnmatch`` on each path of the node's ``n
 ``model.lm_head`` or ``model.wav2vec2.feature_extractor.conv_layers.0*``). A pattern that matches no GEMM
 is refused (:func:`check_keep_fp32`): a misspelt pattern would otherwise replace the defaults with nothing
 and quantize every GEMM without a word.
+
+What :func:`audiodeploy.lower` is to do is one :class:`Quantization`, checked when it is made: the functions below
+take its parts as checked.
 """
 
 from __future__ import annotations
@@ -44,8 +48,9 @@ from __future__ import annotations
 import fnmatch
 import math
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from enum import StrEnum
 from typing import Any
 
 import torch
@@ -55,10 +60,10 @@ from audiodeploy.errors import AudiodeployError
 from audiodeploy.lowering.passes._gemms import gemm_label
 from audiodeploy.lowering.passes.conv1d_as_conv2d import Conv1dAsConv2dPass
 from audiodeploy.lowering.report import GemmSensitivity
+from audiodeploy.program.fidelity import Measure, measure, output_snr_db
 
 aten = torch.ops.aten
 
-SCHEMES = ("int8-dynamic", "int8-static")
 GENERATED_CALIBRATION_COUNT = 4
 
 _GEMMS = {
@@ -92,20 +97,96 @@ class KeepFp32PatternError(QuantizationError):
     """A ``keep_fp32`` pattern that matches no GEMM of the program."""
 
 
-def check_options(scheme: str, calibration: Any, stacklevel: int = 2) -> None:
-    """Raise on an unknown scheme; warn (one line, at the caller's caller) when calibration is missing or unused."""
-    if scheme not in SCHEMES:
-        raise QuantizationError(f"unknown quantization scheme {scheme!r}; choose one of: {', '.join(SCHEMES)}")
-    if scheme == "int8-static" and calibration is None:
-        warnings.warn(
-            f"int8-static without calibration inputs: activation ranges come from {GENERATED_CALIBRATION_COUNT} "
-            "generated signals, not real audio; pass calibration=[(input, ...), ...]",
-            stacklevel=stacklevel + 1,
-        )
-    elif scheme == "int8-dynamic" and calibration is not None:
-        warnings.warn(
-            "int8-dynamic observes no activations: the calibration inputs are not used", stacklevel=stacklevel + 1
-        )
+class QuantizationScheme(StrEnum):
+    """How the GEMMs are quantized; each value is the scheme's name on the command line, in reports and sidecars.
+
+    ``QuantizationScheme("int8-static")`` converts that name; any other is a :class:`QuantizationError` naming
+    the choices.
+    """
+
+    INT8_DYNAMIC = "int8-dynamic"
+    """ExecuTorch's ``PT2E_INT8_DYNAMIC_PER_CHANNEL``: int8 weights, activations quantized at run time."""
+    INT8_STATIC = "int8-static"
+    """ExecuTorch's ``PT2E_INT8_STATIC_PER_CHANNEL``: int8 weights, activation ranges calibrated ahead."""
+
+    @classmethod
+    def _missing_(cls, value: object) -> QuantizationScheme:
+        raise QuantizationError(f"unknown quantization scheme {value!r}; choose one of: {', '.join(cls)}")
+
+
+Inputs = Sequence[tuple[Any, ...]]
+"""Input tuples of one method, each as the method takes them."""
+
+InputsPerMethod = Inputs | Mapping[str, Inputs]
+"""One method's input tuples, or for a program of several methods, a mapping method name -> them."""
+
+
+@dataclass(frozen=True)
+class Quantization:
+    """What :func:`audiodeploy.lower` quantizes with, calibrates and measures on; checked here when made.
+
+    ``Quantization(QuantizationScheme.INT8_STATIC, calibration=[(waveform,), ...], keep_fp32=["*.lm_head"])``.
+    Refused: an unknown scheme, calibration for ``int8-dynamic``, empty calibration or fidelity inputs
+    (:class:`QuantizationError`); ``keep_fp32`` as one string, or a pattern that is not a string
+    (:class:`TypeError`). ``int8-static`` without calibration warns, at the line that made it. Whether each
+    pattern matches a GEMM is checked against the program, by :func:`check_keep_fp32`.
+    """
+
+    scheme: QuantizationScheme
+    """See :class:`QuantizationScheme`; a scheme given by its name (``"int8-static"``, from untyped code) is
+    converted."""
+    calibration: InputsPerMethod | None = None
+    """``int8-static`` only: input tuples run through the prepared model to observe activation ranges; None:
+    :data:`GENERATED_CALIBRATION_COUNT` generated signals (a warning says so)."""
+    keep_fp32: Sequence[str] = ()
+    """Module-name patterns (``fnmatch`` on ``nn_module_stack`` paths, e.g. ``"*.lm_head"``) whose GEMMs stay fp32;
+    kept as a tuple."""
+    sensitivity: bool = False
+    """Also quantize each GEMM alone (every one, kept ones included) and record the output SNR on the fidelity
+    inputs, most sensitive first, to choose ``keep_fp32`` from; simulated in PyTorch, seconds per GEMM."""
+    fidelity_inputs: InputsPerMethod | None = None
+    """What the quantized program is run on and compared with eager; None: two generated signals unlike the
+    calibration ones."""
+    fidelity: Mapping[str, Measure] | None = None
+    """The measures, name -> ``(reference, actual) -> float``; None: ``snr_db`` and ``max_abs_diff`` of
+    :mod:`~audiodeploy.program.fidelity`."""
+
+    def __post_init__(self) -> None:
+        # Frozen: the conversions go through object.__setattr__, as dataclasses' own __init__ does.
+        object.__setattr__(self, "scheme", QuantizationScheme(self.scheme))
+        object.__setattr__(self, "keep_fp32", _patterns(self.keep_fp32))
+        _check_not_empty("calibration", self.calibration)
+        _check_not_empty("fidelity_inputs", self.fidelity_inputs)
+        if self.scheme is QuantizationScheme.INT8_DYNAMIC and self.calibration is not None:
+            raise QuantizationError(
+                "calibration is for int8-static: int8-dynamic quantizes activations at run time and observes none; "
+                "drop calibration"
+            )
+        if self.scheme is QuantizationScheme.INT8_STATIC and self.calibration is None:
+            warnings.warn(
+                f"int8-static without calibration inputs: activation ranges come from {GENERATED_CALIBRATION_COUNT} "
+                "generated signals, not real audio; pass calibration=[(input, ...), ...]",
+                stacklevel=3,  # this, the dataclass's __init__, the line that made the Quantization
+            )
+
+
+def _patterns(keep_fp32: Sequence[str]) -> tuple[str, ...]:
+    if isinstance(keep_fp32, str):
+        raise TypeError(f"keep_fp32 takes a sequence of patterns, not one string: keep_fp32=[{keep_fp32!r}]")
+    patterns = tuple(keep_fp32)
+    for pattern in patterns:
+        if not isinstance(pattern, str):
+            raise TypeError(f"keep_fp32 takes fnmatch patterns (strings), not {type(pattern).__name__}: {pattern!r}")
+    return patterns
+
+
+def _check_not_empty(option: str, inputs: InputsPerMethod | None) -> None:
+    if isinstance(inputs, Mapping):
+        for method, cases in inputs.items():
+            if cases is not None and not len(cases):
+                raise QuantizationError(f"{option} of method {method!r} is empty: give at least one input tuple")
+    elif inputs is not None and not len(inputs):
+        raise QuantizationError(f"{option} is empty: give at least one input tuple, or None")
 
 
 @dataclass(frozen=True)
@@ -122,45 +203,45 @@ class QuantizedProgram:
 
 def quantize_program(
     ep: ExportedProgram,
-    scheme: str,
+    scheme: QuantizationScheme,
     *,
     dynamic_shapes: Any = None,
-    calibration: Sequence[tuple[Any, ...]] | None = None,
+    calibration: Inputs | None = None,
     keep_fp32: Sequence[str] = (),
     progress: Progress | None = None,
 ) -> QuantizedProgram:
     """Quantize a (rewritten, folded) ATen program with PT2E and export it again with ``dynamic_shapes``.
 
-    ``progress`` hears of each calibration input (static only). The patterns are not checked here: one method
-    of several may hold none of a pattern's GEMMs (:func:`check_keep_fp32` takes every method)."""
-    if scheme not in SCHEMES:
-        check_options(scheme, calibration)
-    dynamic = scheme == "int8-dynamic"
+    The options are one method's share of a :class:`Quantization`, as checked there. ``progress`` hears of each
+    calibration input (static only). The patterns are not matched here: one method of several may hold none of a
+    pattern's GEMMs (:func:`check_keep_fp32` takes every method)."""
+    scheme = QuantizationScheme(scheme)
     _rewrite_for_scheme(ep, scheme)
     example_inputs = tuple(ep.example_inputs[0]) if ep.example_inputs else ()
-    if dynamic:
-        source = "none (dynamic)"
-        calibration = [example_inputs]  # one run: the weight observers see their weights
-    elif calibration is None:
-        calibration = generated_signals(example_inputs, GENERATED_CALIBRATION_COUNT, seed=1)
-        source = f"{len(calibration)} generated signals"
-    else:
-        calibration = [tuple(inputs) for inputs in calibration]
-        if not calibration:
-            raise QuantizationError("calibration is empty: give at least one input tuple, or None")
-        source = f"{len(calibration)} given inputs"
-    report = None if dynamic else progress
-    converted, kept = _convert(
-        _unguarded_module(ep), scheme, calibration, _GemmFilter.factory(tuple(keep_fp32)), report
-    )
+    cases, source = _calibration(scheme, calibration, example_inputs)
+    report = None if scheme is QuantizationScheme.INT8_DYNAMIC else progress
+    converted, kept = _convert(_unguarded_module(ep), scheme, cases, _GemmFilter.factory(tuple(keep_fp32)), report)
     program = torch.export.export(converted, example_inputs, dynamic_shapes=dynamic_shapes).run_decompositions({})
-    quantized, fp32 = _quantized_gemms(program, kept, dynamic)
+    quantized, fp32 = _quantized_gemms(program, kept, scheme is QuantizationScheme.INT8_DYNAMIC)
     return QuantizedProgram(program, quantized, fp32, source)
 
 
-def _rewrite_for_scheme(ep: ExportedProgram, scheme: str) -> None:
+def _calibration(
+    scheme: QuantizationScheme, calibration: Inputs | None, example_inputs: tuple[Any, ...]
+) -> tuple[list[tuple[Any, ...]], str]:
+    """What the prepared model is run on, and where that came from (``QuantizedProgram.calibration``)."""
+    if scheme is QuantizationScheme.INT8_DYNAMIC:
+        return [example_inputs], "none (dynamic)"  # one run: the weight observers see their weights
+    if calibration is None:
+        return generated_signals(example_inputs, GENERATED_CALIBRATION_COUNT, seed=1), (
+            f"{GENERATED_CALIBRATION_COUNT} generated signals"
+        )
+    return [tuple(inputs) for inputs in calibration], f"{len(calibration)} given inputs"
+
+
+def _rewrite_for_scheme(ep: ExportedProgram, scheme: QuantizationScheme) -> None:
     """In place: the GEMMs ``scheme``'s quantizer would skip for their form alone, written in the form it takes."""
-    if scheme == "int8-dynamic":
+    if scheme is QuantizationScheme.INT8_DYNAMIC:
         Conv1dAsConv2dPass(ep)(ep.graph_module)
 
 
@@ -177,7 +258,7 @@ def _unguarded_module(ep: ExportedProgram) -> torch.fx.GraphModule:
 
 def _convert(
     graph_module: torch.fx.GraphModule,
-    scheme: str,
+    scheme: QuantizationScheme,
     calibration: Sequence[tuple[Any, ...]],
     make_filter: Callable[[torch.fx.GraphModule], _GemmFilter],
     progress: Progress | None = None,
@@ -189,7 +270,7 @@ def _convert(
     )
     from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
 
-    dynamic = scheme == "int8-dynamic"
+    dynamic = scheme is QuantizationScheme.INT8_DYNAMIC
     config = get_symmetric_quantization_config(is_per_channel=True, is_dynamic=dynamic)
     kept = make_filter(graph_module)
     quantizer = XNNPACKQuantizer().set_filter_function(kept)
@@ -350,9 +431,9 @@ def _program_constant(program: ExportedProgram, node: torch.fx.Node) -> torch.Te
 
 def gemm_sensitivity(
     ep: ExportedProgram,
-    scheme: str,
-    inputs: Sequence[tuple[Any, ...]],
-    calibration: Sequence[tuple[Any, ...]] | None = None,
+    scheme: QuantizationScheme,
+    inputs: Inputs,
+    calibration: Inputs | None = None,
     progress: Progress | None = None,
 ) -> list[GemmSensitivity]:
     """Each quantizable GEMM of a (rewritten, folded) program quantized alone, most sensitive first.
@@ -361,21 +442,33 @@ def gemm_sensitivity(
     choosing ``keep_fp32`` patterns, measured in seconds per GEMM on small models (minutes in all for a
     HiFi-GAN V1's 78 convolutions), so ``progress`` hears of each GEMM as it starts.
     """
-    from audiodeploy.program.fidelity import measure, output_snr_db
-
-    check_options(scheme, calibration, stacklevel=2)
+    scheme = QuantizationScheme(scheme)
     _rewrite_for_scheme(ep, scheme)
     example_inputs = tuple(ep.example_inputs[0]) if ep.example_inputs else ()
-    if scheme == "int8-dynamic":
-        calibration = [example_inputs]
-    elif calibration is None:
-        calibration = generated_signals(example_inputs, GENERATED_CALIBRATION_COUNT, seed=1)
+    cases, _ = _calibration(scheme, calibration, example_inputs)
     reference_module = _unguarded_module(ep)
     with torch.no_grad():
         references = [_first(reference_module(*case)) for case in inputs]
-    graph_module = _unguarded_module(ep)
+    candidates = _quantizable_gemms(_unguarded_module(ep))
+    results = []
+    for index, node in enumerate(candidates, 1):
+        if progress is not None:
+            progress(f"{SENSITIVITY_STAGE}: GEMM {index} of {len(candidates)} ({gemm_label(node)})")
+        only = _GemmFilter.factory((), frozenset({node.name}))
+        converted, _ = _convert(_unguarded_module(ep), scheme, cases, only)
+        if not any(n.target in _DEQUANTIZE_WEIGHT for n in converted.graph.nodes if n.op == "call_function"):
+            continue  # the quantizer does not annotate it (a depthwise convolution under int8-dynamic)
+        with torch.no_grad():
+            actuals = [_first(converted(*case)) for case in inputs]
+        snr = measure(references, actuals, {"snr_db": output_snr_db})["snr_db"]
+        results.append(GemmSensitivity(gemm_label(node), snr))
+    return sorted(results, key=lambda r: r.snr_db)
+
+
+def _quantizable_gemms(graph_module: torch.fx.GraphModule) -> list[torch.fx.Node]:
+    """The GEMMs on a constant weight that no rule keeps fp32 (patterns aside: every one is measured)."""
     everything = _GemmFilter(graph_module, ())
-    candidates = [
+    return [
         node
         for node in graph_module.graph.nodes
         if node.op == "call_function"
@@ -384,19 +477,6 @@ def gemm_sensitivity(
         and _constant_value(graph_module, node.args[1]) is not None
         and everything.reason(node) is None
     ]
-    results = []
-    for index, node in enumerate(candidates, 1):
-        if progress is not None:
-            progress(f"{SENSITIVITY_STAGE}: GEMM {index} of {len(candidates)} ({gemm_label(node)})")
-        only = _GemmFilter.factory((), frozenset({node.name}))
-        converted, _ = _convert(_unguarded_module(ep), scheme, calibration, only)
-        if not any(n.target in _DEQUANTIZE_WEIGHT for n in converted.graph.nodes if n.op == "call_function"):
-            continue  # the quantizer does not annotate it (a depthwise convolution under int8-dynamic)
-        with torch.no_grad():
-            actuals = [_first(converted(*case)) for case in inputs]
-        snr = measure(references, actuals, {"snr_db": output_snr_db})["snr_db"]
-        results.append(GemmSensitivity(gemm_label(node), snr))
-    return sorted(results, key=lambda r: r.snr_db)
 
 
 def _first(output: Any) -> torch.Tensor:

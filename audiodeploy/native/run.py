@@ -2,7 +2,8 @@
 sysroot as ``QEMU_LD_PREFIX``) or through the bundle's own loader (android-arm64, with an empty
 ``QEMU_LD_PREFIX``: nothing from the host's arm64 sysroot is used, as on a phone).
 
-Inputs go to the runner as raw float32 files, its JSON report is parsed, and its outputs are read back as
+Inputs go to the runner as raw float32 files, its JSON report is read (:class:`RunnerReport`, whose JSON Schema
+is checked in as ``audiodeploy/program/schemas/runner-report.schema.json``), and its outputs are read back as
 tensors. The pieces (:func:`write_inputs`, :func:`runner_arguments`, :func:`parse_report`, :func:`read_outputs`)
 are separate so a transport that runs the runner elsewhere (adb, ssh) reuses them with its own paths.
 
@@ -20,16 +21,17 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Final, Literal
 
 from audiodeploy.native import tools
 from audiodeploy.native.build import RUNNER_NAME, BuiltRunner
 from audiodeploy.native.errors import NativeError
+from audiodeploy.program.records import Record
 
 if TYPE_CHECKING:
     import torch
 
-REPORT_SCHEMA = "audiodeploy.runner/1"
+REPORT_SCHEMA: Final = "audiodeploy.runner/1"
 OUTPUTS_SCHEMA = "audiodeploy.runner.outputs/1"
 Fill = Literal["zeros", "seeded"]
 Shape = tuple[int, ...]
@@ -40,10 +42,77 @@ _NUMPY_DTYPES = {
 }  # fmt: skip
 
 
+@dataclass(frozen=True, kw_only=True)
+class LoadTimes(Record):
+    """How long the runner took to load the program and its method, in milliseconds."""
+
+    program: float
+    method: float
+    """Loading the method: XNNPACK packs its weights then."""
+    total: float
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunnerCpu(Record):
+    """The CPU the runner ran on, as it saw it."""
+
+    model: str
+    """``AMD EPYC ...``, or ``ARM implementer 0x41 part 0xd0b`` on arm64."""
+    architecture: str
+    """What the runner was compiled for."""
+    machine: str
+    """``uname -m``: what the kernel (or qemu-user) says it runs on."""
+    cores: int
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunnerInput(Record):
+    """One input the runner fed: its shape, and whether it was read from a file or filled."""
+
+    shape: tuple[int, ...]
+    dtype: Literal["float32"]
+    source: Literal["file", "zeros", "seeded"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunnerOutput(Record):
+    """One output of the method's last execution."""
+
+    shape: tuple[int, ...]
+    dtype: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunnerReport(Record):
+    """The JSON report the C++ runner prints on stdout (schema ``audiodeploy.runner/1``, written by
+    ``report_json`` in ``runner/src/main.cpp``): what it loaded, how long that took, every timed execution, its
+    peak memory, the CPU, the thread pool, and the shapes in and out."""
+
+    schema: Literal["audiodeploy.runner/1"] = REPORT_SCHEMA
+    executorch_version: str
+    model: str
+    data: str | None
+    """The ``.ptd`` file given with ``--data``."""
+    method: str
+    load_ms: LoadTimes
+    warmup: int
+    iterations: int
+    latencies_ms: tuple[float, ...]
+    """Each timed execution in order (the warm-up ones are not timed)."""
+    peak_rss_bytes: int
+    """The process's peak resident memory (VmHWM, else getrusage)."""
+    cpu: RunnerCpu
+    threads: int
+    """The size of the thread pool the program ran on."""
+    inputs: tuple[RunnerInput, ...]
+    outputs: tuple[RunnerOutput, ...]
+    output_dir: str | None
+
+
 @dataclass(frozen=True)
 class NativeRun:
-    report: dict
-    """The runner's JSON report (schema audiodeploy.runner/1)."""
+    report: RunnerReport
+    """The runner's report."""
     outputs: list[torch.Tensor] = field(default_factory=list)
     wall_s: float = 0.0
     """The whole process, start to exit, as seen from here."""
@@ -54,7 +123,7 @@ class NativeRun:
 
     @property
     def latencies_ms(self) -> list[float]:
-        return list(self.report["latencies_ms"])
+        return list(self.report.latencies_ms)
 
 
 def is_emulated(built: BuiltRunner) -> bool:
@@ -140,8 +209,8 @@ def runner_arguments(
     return arguments
 
 
-def parse_report(stdout: str) -> dict:
-    """The runner's JSON report from its stdout, checked for its schema."""
+def parse_report(stdout: str) -> RunnerReport:
+    """The runner's JSON report from its stdout, read through `RunnerReport`."""
     try:
         report = json.loads(stdout)
     except json.JSONDecodeError as error:
@@ -149,8 +218,14 @@ def parse_report(stdout: str) -> dict:
             f"the runner's output is not its JSON report ({error.msg} at character {error.pos})"
         ) from None
     if not isinstance(report, dict) or report.get("schema") != REPORT_SCHEMA:
-        raise NativeError(f"the runner's report is not {REPORT_SCHEMA}: schema {report.get('schema')!r}")
-    return report
+        schema = report.get("schema") if isinstance(report, dict) else None
+        raise NativeError(f"the runner's report is not {REPORT_SCHEMA}: schema {schema!r}")
+    try:
+        return RunnerReport.from_dict(report)
+    except ValueError as error:
+        raise NativeError(
+            f"the runner's report is malformed ({error}); rebuild the runner: audiodeploy runner build"
+        ) from None
 
 
 def read_outputs(directory: Path) -> list[torch.Tensor]:
@@ -232,9 +307,14 @@ def runner_error_line(stderr: str, returncode: int) -> str:
 
 
 __all__ = [
-    "NativeRun",
     "RUNNER_NAME",
+    "LoadTimes",
+    "NativeRun",
     "RunOptions",
+    "RunnerCpu",
+    "RunnerInput",
+    "RunnerOutput",
+    "RunnerReport",
     "is_emulated",
     "parse_report",
     "read_outputs",

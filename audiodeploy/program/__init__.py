@@ -6,6 +6,10 @@ front end of a vocoder (`MelSpectrogram`), the lowering report and the versions 
 these types to declare what they build; the runtime reads them back to run a program without any model code.
 Nothing here imports torch at import time, nor any model library.
 
+The sidecar is a `Sidecar` record, written and read through the same type. `audiodeploy.program.records` makes
+such records of plain frozen dataclasses (the bench record and the native runner's report are records too) and
+derives their JSON Schemas, checked in under ``audiodeploy/program/schemas/``.
+
 Two model-free modules beside them are imported where they are used, since they bring numpy, soundfile or torch:
 `audiodeploy.program.audio` reads and writes audio as a program takes it (the runtime's input, and calibration's
 through the recipes), and `audiodeploy.program.fidelity` holds the metrics of a program's output against eager
@@ -22,6 +26,7 @@ from audiodeploy.program.description import (
     sidecar_path,
 )
 from audiodeploy.program.mel import MelSpectrogram
+from audiodeploy.program.records import Record
 from audiodeploy.program.spec import (
     CTC_LOGITS_OUTPUT,
     WAVEFORM_OUTPUT,
@@ -45,6 +50,7 @@ __all__ = [
     "MelSpectrogram",
     "OutputSpec",
     "ProgramDescription",
+    "Record",
     "Sidecar",
     "Task",
     "read_sidecar",

@@ -1,32 +1,37 @@
-"""A program's description: the JSON sidecar beside every exported .pte, read and checked.
+"""A program's description: the JSON sidecar beside every exported .pte, written and read by its record.
 
 The sidecar says what the program is (recipe, variant, weights), what it takes and gives (`InputSpec`,
 `OutputSpec`), how to read its output (`CtcVocabulary`) or make its input (`MelSpectrogram`), how it was lowered,
 and the SHA-256 of the program it describes. Nothing in it is trusted: `read_sidecar` checks every field, and
 `ProgramDescription.check_program` checks it against the method the program itself declares, so a sidecar of
 another model, an edited one, or an old one beside a new program is one clear error instead of a runtime failure.
+
+This package owns the sidecar both ways: the exporter writes a `Sidecar` (`sidecar_content`), made of the
+`ProgramDescription` a recipe's built model gives, and `read_sidecar` reads one back through the same record
+(`audiodeploy.program.records`). Its JSON Schema is checked in as ``schemas/sidecar.schema.json``.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import hashlib
 import json
 import os
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Final, Literal, Protocol
 
 from audiodeploy.errors import AudiodeployError
 
-from ._fields import float_field, str_field, str_tuple_field
 from .mel import MelSpectrogram
+from .records import NOT_IN_JSON, Record, json_key
 from .spec import InputSpec, OutputSpec, Task
 from .vocabulary import CtcVocabulary
 
-SCHEMA = "audiodeploy.sidecar/1"
+SCHEMA: Final = "audiodeploy.sidecar/1"
 
 _TASKS: dict[str, Task] = {"ctc-logits": "ctc-asr", "waveform": "vocoder"}
 
@@ -55,66 +60,43 @@ def program_digest(buffer: bytes) -> str:
     return hashlib.sha256(buffer).hexdigest()
 
 
-@dataclass(frozen=True)
-class ProgramDescription:
-    """What the sidecar's ``model`` object says about the program."""
+@dataclass(frozen=True, kw_only=True)
+class ProgramDescription(Record):
+    """What the sidecar's ``model`` object says about the program: what it is, takes and gives, and how it was
+    checked against eager PyTorch (`BuiltModel.describe` in the recipes makes it)."""
 
     recipe: str
     variant: str
     source: str
     weights: str
+    """Plainly where the weights come from: synthetic from a published configuration, or the path loaded."""
+    sample_rate: int
+    """The input's, repeated for a reader of the file."""
     input: InputSpec
     output: OutputSpec
     length_range_seconds: tuple[float, float]
-    vocabulary: CtcVocabulary | None
-    mel: MelSpectrogram | None
-    notes: tuple[str, ...]
-    raw: Mapping[str, Any]
-    """The ``model`` object as written, for fields added after this reader (``max_abs_diff_vs_eager``...)."""
+    atol: float
+    """Absolute tolerance of the lowered program's output against the eager module (fp32)."""
+    vocabulary: CtcVocabulary | None = None
+    mel: MelSpectrogram | None = None
+    notes: tuple[str, ...] = ()
+    max_abs_diff_vs_eager: float | None = None
+    """The exported program's largest absolute difference from the eager module on the example input; None where
+    nothing was compared."""
+
+    def __post_init__(self) -> None:
+        if self.sample_rate != self.input.sample_rate:
+            raise ValueError(f"field 'sample_rate' is {self.sample_rate}, the input's is {self.input.sample_rate}")
+        if self.task == "ctc-asr" and self.vocabulary is None:
+            raise ValueError("a CTC program's description needs its 'vocabulary'")
+        if self.task == "vocoder" and self.input.kind != "mel":
+            raise ValueError("a vocoder's description should take a 'mel' input")
+        if self.input.min_length > self.input.max_length or self.input.min_length < 1:
+            raise ValueError("field 'input' has an empty length range")
 
     @property
     def task(self) -> Task:
         return _TASKS[self.output.kind]
-
-    @property
-    def sample_rate(self) -> int:
-        return self.input.sample_rate
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> ProgramDescription:
-        """The description `BuiltModel.describe()` wrote; raises ValueError naming the malformed field."""
-        if not isinstance(data, Mapping):
-            raise ValueError("'model' should be an object")
-        input_spec = InputSpec.from_dict(_object_field(data, "input"))
-        output_spec = OutputSpec.from_dict(_object_field(data, "output"))
-        vocabulary = _optional_object_field(data, "vocabulary")
-        mel = _optional_object_field(data, "mel")
-        length_range = data.get("length_range_seconds")
-        if not (isinstance(length_range, list) and len(length_range) == 2):
-            raise ValueError("field 'length_range_seconds' should be [min, max]")
-        description = cls(
-            recipe=str_field(data, "recipe"),
-            variant=str_field(data, "variant"),
-            source=str_field(data, "source"),
-            weights=str_field(data, "weights"),
-            input=input_spec,
-            output=output_spec,
-            length_range_seconds=(
-                float_field({"min": length_range[0]}, "min"),
-                float_field({"max": length_range[1]}, "max"),
-            ),
-            vocabulary=None if vocabulary is None else CtcVocabulary.from_dict(vocabulary),
-            mel=None if mel is None else MelSpectrogram.from_dict(mel),
-            notes=str_tuple_field(data, "notes") if "notes" in data else (),
-            raw=dict(data),
-        )
-        if description.task == "ctc-asr" and description.vocabulary is None:
-            raise ValueError("a CTC program's description needs its 'vocabulary'")
-        if description.task == "vocoder" and input_spec.kind != "mel":
-            raise ValueError("a vocoder's description should take a 'mel' input")
-        if input_spec.min_length > input_spec.max_length or input_spec.min_length < 1:
-            raise ValueError("field 'input' has an empty length range")
-        return description
 
     def check_program(self, inputs: Sequence[TensorShape], outputs: Sequence[TensorShape], origin: str) -> None:
         """Raise `DescriptionError` unless the program's ``forward`` takes and gives what this description says.
@@ -152,24 +134,57 @@ class ProgramDescription:
             )
 
 
-@dataclass(frozen=True)
-class Sidecar:
-    """A sidecar as read from disk: the description, the lowering report, and what it was made with."""
+@dataclass(frozen=True, kw_only=True)
+class Sidecar(Record):
+    """The JSON file beside every exported .pte (schema ``audiodeploy.sidecar/1``): the program it was written
+    for, its description, the lowering report, and the versions it was made with."""
 
-    path: Path
-    description: ProgramDescription
-    lowering: Mapping[str, Any]
-    versions: Mapping[str, str]
-    program_sha256: str | None
-    """The SHA-256 of the program it was written beside; None in sidecars written before it was recorded."""
+    schema: Literal["audiodeploy.sidecar/1"] = SCHEMA
+    created: str
+    """When it was written, ISO 8601 in UTC to the second."""
+    program: str
+    """The file name of the program it was written beside."""
+    program_sha256: str | None = None
+    """The SHA-256 of that program; None in sidecars written before it was recorded."""
+    program_bytes: int
+    description: ProgramDescription = field(metadata=json_key("model"))
+    lowering: dict[str, Any]
+    """The lowering report (`audiodeploy.lowering.LoweringReport.to_dict`): the lowering core owns its shape."""
+    versions: dict[str, str]
+    path: Path | None = field(default=None, compare=False, metadata=NOT_IN_JSON)
+    """Where it was read from (`read_sidecar`); None for one made in this process."""
+
+    def __post_init__(self) -> None:
+        digest = self.program_sha256
+        if digest is not None and not (len(digest) == 64 and all(c in "0123456789abcdef" for c in digest)):
+            raise ValueError("field 'program_sha256' should be a SHA-256 in hex")
+
+    @classmethod
+    def for_program(
+        cls,
+        pte: str | os.PathLike[str],
+        buffer: bytes,
+        description: ProgramDescription,
+        lowering: Mapping[str, Any],
+    ) -> Sidecar:
+        """The sidecar of the program `buffer`, to be written at `sidecar_path(pte)`, made now."""
+        return cls(
+            created=datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+            program=Path(pte).name,
+            program_sha256=program_digest(buffer),
+            program_bytes=len(buffer),
+            description=description,
+            lowering=dict(lowering),
+            versions=package_versions(),
+        )
 
     def check_digest(self, program_sha256: str, origin: str) -> None:
         """Raise `DescriptionError` when the sidecar was written for another program than the one whose SHA-256
         (`program_digest`, or a loaded runtime Program's `sha256`) is given."""
         if self.program_sha256 is not None and self.program_sha256 != program_sha256:
             raise DescriptionError(
-                f"{self.path} was written for another program than {origin} (the programs' SHA-256 differ); "
-                "export the model again so that the .pte and its .json belong together"
+                f"{self.path or 'the sidecar'} was written for another program than {origin} (the programs' SHA-256 "
+                "differ); export the model again so that the .pte and its .json belong together"
             )
 
 
@@ -184,20 +199,18 @@ def package_versions() -> dict[str, str]:
 
 
 def sidecar_content(
-    pte: str | os.PathLike[str], buffer: bytes, model: Mapping[str, Any], lowering: Mapping[str, Any]
+    pte: str | os.PathLike[str],
+    buffer: bytes,
+    description: ProgramDescription | Mapping[str, Any],
+    lowering: Mapping[str, Any],
 ) -> bytes:
-    """The bytes of the sidecar of the program `buffer`, to be written at `sidecar_path(pte)`."""
-    content = {
-        "schema": SCHEMA,
-        "created": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
-        "program": Path(pte).name,
-        "program_sha256": program_digest(buffer),
-        "program_bytes": len(buffer),
-        "model": dict(model),
-        "lowering": dict(lowering),
-        "versions": package_versions(),
-    }
-    return (json.dumps(content, indent=2) + "\n").encode("utf-8")
+    """The bytes of the sidecar of the program `buffer`, to be written at `sidecar_path(pte)`.
+
+    A description given as a dictionary is read through `ProgramDescription` first: what is written is what a
+    reader accepts."""
+    if not isinstance(description, ProgramDescription):
+        description = ProgramDescription.from_dict(description)
+    return Sidecar.for_program(pte, buffer, description, lowering).to_json().encode("utf-8")
 
 
 def read_sidecar(pte: str | os.PathLike[str]) -> Sidecar:
@@ -218,26 +231,10 @@ def read_sidecar(pte: str | os.PathLike[str]) -> Sidecar:
     if not isinstance(content, dict) or content.get("schema") != SCHEMA:
         raise DescriptionError(f"{path}: not an audiodeploy sidecar; {remedy}")
     try:
-        description = ProgramDescription.from_dict(_object_field(content, "model"))
-        lowering = _object_field(content, "lowering")
-        versions = _object_field(content, "versions")
-        digest = content.get("program_sha256")
-        if digest is not None and not (isinstance(digest, str) and len(digest) == 64):
-            raise ValueError("field 'program_sha256' should be a SHA-256 in hex")
-    except (ValueError, TypeError, KeyError) as error:
+        sidecar = Sidecar.from_dict(content)
+    except ValueError as error:
         raise DescriptionError(f"{path}: not a valid sidecar ({_one_line(error)}); {remedy}") from None
-    return Sidecar(path, description, lowering, {str(k): str(v) for k, v in versions.items()}, digest)
-
-
-def _object_field(data: Mapping[str, Any], key: str) -> Mapping[str, Any]:
-    value = data.get(key)
-    if not isinstance(value, Mapping):
-        raise ValueError(f"field '{key}' should be an object")
-    return value
-
-
-def _optional_object_field(data: Mapping[str, Any], key: str) -> Mapping[str, Any] | None:
-    return None if data.get(key) is None else _object_field(data, key)
+    return dataclasses.replace(sidecar, path=path)
 
 
 def _one_line(error: BaseException) -> str:

@@ -46,13 +46,13 @@ def test_bundle_runs_through_its_loader_matches_eager_and_leaves_the_phone_clean
     finally:
         transport.close([])
     torch.testing.assert_close(measured.output, tiny_program.eager(x), atol=ATOL, rtol=0)
-    assert measured.latency["runs"] == 2 and measured.latency["warmup"] == 1 and measured.load_s > 0
+    assert measured.latency.runs == 2 and measured.latency.warmup == 1 and measured.load_s > 0
     assert measured.peak_rss_bytes > 0
     assert not qemu_adb.bench_dir.exists()  # bundle, program, inputs, report and outputs all removed
 
     described = transport.describe()
-    assert described["target"] == "android-arm64" and described["serial"] == "STANDIN"
-    assert described["device"]["abi"] == "arm64-v8a" and described["device"]["cpu"]["architecture"] == "aarch64"
+    assert described.target == "android-arm64" and described.serial == "STANDIN"
+    assert described.device.abi == "arm64-v8a" and described.device.cpu.architecture == "aarch64"
     calls = qemu_adb.calls()
     assert all(call[:2] == ["-s", "STANDIN"] for call in calls)
     pushes = [call[3:] for call in calls if call[2] == "push"]

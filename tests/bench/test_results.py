@@ -103,7 +103,10 @@ def make_record(lengths=(1.0,)) -> dict:
             "input_kind": "waveform",
             "length_range_seconds": [1, 10],
         },
-        "transport": {"kind": "local"},
+        "transport": {
+            "kind": "local",
+            "runtime": "ExecuTorch Python runtime (portable_lib) in the benchmarking process",
+        },
         "settings": {
             "runs": 3,
             "warmup": 1,
@@ -116,18 +119,26 @@ def make_record(lengths=(1.0,)) -> dict:
         "machine": {
             "date": "2026-11-29T16:00:00+00:00",
             "command": "audiodeploy bench wav2vec2",
-            "processor": "AMD EPYC",
+            "platform": "Linux-6.8.0-x86_64-with-glibc2.39",
             "machine": "x86_64",
+            "processor": "AMD EPYC",
+            "vector_extensions": ["avx2", "fma"],
             "cpu_count": 2,
             "threads": 2,
+            "load_average": [0.5, 0.4, 0.3],
+            "omp_wait_policy": "PASSIVE",
+            "python": "3.11.7",
             "torch": "2.14.1",
             "executorch": "1.5.1",
             "onnxruntime": "1.32.0",
+            "audiodeploy": "0.1.0",
+            "source_tree": {"commit": "0123456789abcdef", "uncommitted_changes": False},
         },
         "baseline": "audiodeploy",
         "runtimes": runtimes,
         "cases": cases,
         "ratios_note": "",
+        "memory_note": "",
     }
 
 

@@ -127,11 +127,11 @@ def test_runner_over_ssh_matches_eager_and_removes_its_folder(sshd, cache_env, h
         transport.close([])
     assert not remote_dir.exists()
     torch.testing.assert_close(measured.output, tiny_program.eager(x), atol=ATOL, rtol=0)
-    assert measured.latency["runs"] == 3 and len(measured.latency["samples_s"]) == 3
+    assert measured.latency.runs == 3 and len(measured.latency.samples_s) == 3
     assert measured.notes[0] == "runner threadpool: 1 thread(s)"
     described = transport.describe()
-    assert described["kind"] == "ssh" and described["host"] == "127.0.0.1" and described["port"] == sshd.port
-    assert described["device"]["cpu"]["architecture"] == "x86_64"
+    assert described.kind == "ssh" and described.host == "127.0.0.1" and described.port == sshd.port
+    assert described.device.cpu.architecture == "x86_64"
 
 
 def test_bench_over_ssh_writes_the_same_record(sshd, cache_env, host_runner, linear_pte, monkeypatch):

@@ -38,8 +38,8 @@ def test_current_runner_log_gives_load_time_every_iteration_and_threads():
 def test_warmup_iterations_are_dropped_from_the_latency():
     timings = parse_runner_output(current_runner_log(MODEL, [90.0, 30.0, 20.0, 22.0, 21.0]))
     measurement = log_measurement(timings, RunCounts(runs=3, warmup=2))
-    assert measurement.latency["samples_s"] == pytest.approx([0.020, 0.022, 0.021])
-    assert measurement.latency["median_s"] == pytest.approx(0.021) and measurement.latency["warmup"] == 2
+    assert measurement.latency.samples_s == pytest.approx([0.020, 0.022, 0.021])
+    assert measurement.latency.median_s == pytest.approx(0.021) and measurement.latency.warmup == 2
     assert measurement.load_s == pytest.approx(0.118204)
 
 
@@ -47,7 +47,7 @@ def test_older_runner_log_gives_the_mean_and_says_so():
     timings = parse_runner_output(older_runner_log(MODEL, executions=4, total_ms=100.0))
     assert timings.iterations_ms == [] and timings.load_ms is None
     measurement = log_measurement(timings, RunCounts(runs=3, warmup=1))
-    assert measurement.latency["median_s"] == pytest.approx(0.025) and measurement.latency["runs"] == 4
+    assert measurement.latency.median_s == pytest.approx(0.025) and measurement.latency.runs == 4
     assert any("only its total" in note for note in measurement.notes)
 
 
@@ -144,8 +144,8 @@ def test_measure_pushes_runner_program_and_input_then_parses_the_runner(fake_adb
     x = torch.randn(1, 8)
     measured = transport.measure([runtime], (x,), {"pte": RunCounts(runs=3, warmup=2)}, threads=2)["pte"]
 
-    assert measured.latency["runs"] == 3 and measured.latency["warmup"] == 2
-    assert measured.latency["samples_s"] == pytest.approx([0.021, 0.0215, 0.022])  # iterations 3-5 of 5
+    assert measured.latency.runs == 3 and measured.latency.warmup == 2
+    assert measured.latency.samples_s == pytest.approx([0.021, 0.0215, 0.022])  # iterations 3-5 of 5
     assert measured.load_s == pytest.approx(0.118204) and measured.peak_rss_bytes is None
     assert (fake_adb.pushed / "pte.pte").read_bytes() == linear_pte.read_bytes()
     assert (fake_adb.pushed / "input0.bin").read_bytes() == x.numpy().tobytes()

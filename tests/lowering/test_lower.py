@@ -8,7 +8,9 @@ import torch
 from torch.nn.utils.parametrizations import weight_norm
 
 import audiodeploy
-from audiodeploy.lowering import LoweringReport
+from audiodeploy._api import run_on_runtime
+from audiodeploy.lowering import LoweringOptions, LoweringReport, Quantization, QuantizationScheme
+from audiodeploy.lowering import lower as lower_core
 
 
 def weight_norm_conv():
@@ -27,7 +29,7 @@ def test_report_serializes_to_json_and_back():
 
 
 def test_report_says_why_stock_lowering_is_slow():
-    lowered = audiodeploy.lower(weight_norm_conv(), (torch.randn(1, 8, 20),), fold=False)
+    lowered = audiodeploy.lower(weight_norm_conv(), (torch.randn(1, 8, 20),), options=LoweringOptions(fold=False))
     text = str(lowered.report)
     assert "stock ExecuTorch" in text
     assert "GEMM not delegated: convolution @ (top-level module): Expected weight to be a static param" in text
@@ -82,3 +84,35 @@ def test_the_report_says_what_each_rewrite_left_as_it_was_and_why():
     assert "left by StridedConvAsGemmPass" in lowered.report.describe(verbose=True)
     assert "left by" not in lowered.report.describe()  # only -v lists them
     assert LoweringReport.from_dict(json.loads(lowered.report.to_json())) == lowered.report
+
+
+def test_options_rewrite_as_fold_unless_given():
+    assert LoweringOptions().rewrite is True and LoweringOptions(fold=False).rewrite is False
+    assert LoweringOptions(fold=False, rewrite=True).rewrite is True
+    assert LoweringOptions(rewrite=False).fold is True
+
+
+def test_options_take_a_quantization_not_a_scheme_name():
+    with pytest.raises(
+        TypeError, match=r"^quantization takes a Quantization, e.g. Quantization\('int8-dynamic'\), not str$"
+    ):
+        LoweringOptions(quantization="int8-dynamic")
+
+
+def test_the_core_refuses_to_quantize_without_a_runner_before_exporting():
+    int8 = LoweringOptions(quantization=Quantization(QuantizationScheme.INT8_DYNAMIC))
+    with pytest.raises(TypeError, match="give run_program="):
+        lower_core(torch.nn.Linear(4, 4).eval(), None, options=int8)  # no example inputs: refused first
+
+
+def test_int8_fidelity_is_measured_through_the_runner_given():
+    calls = []
+
+    def runner(program, data, method, inputs):
+        calls.append((type(program), data, method, len(inputs)))
+        return run_on_runtime(program, data, method, inputs)
+
+    int8 = LoweringOptions(quantization=Quantization(QuantizationScheme.INT8_DYNAMIC))
+    lowered = audiodeploy.lower(torch.nn.Linear(8, 8).eval(), (torch.randn(2, 8),), options=int8, run_program=runner)
+    assert calls == [(bytes, None, "forward", 2)]
+    assert lowered.report.quantization.methods["forward"].fidelity["snr_db"] > 20

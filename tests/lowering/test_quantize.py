@@ -17,13 +17,15 @@ from torch.export import Dim
 from torch.nn.utils.parametrizations import weight_norm
 
 import audiodeploy
-from audiodeploy.lowering import LoweringReport
+from audiodeploy.lowering import LoweringOptions, LoweringReport
 from audiodeploy.lowering.passes.fold_computed_gemm_weights import apply_folds, plan_folds
 from audiodeploy.lowering.quantize import (
     CALIBRATION_STAGE,
     SENSITIVITY_STAGE,
     KeepFp32PatternError,
+    Quantization,
     QuantizationError,
+    QuantizationScheme,
     is_selection_weight,
     quantize_program,
 )
@@ -32,6 +34,8 @@ from tests.pipeline import export_aten, run_lowered
 
 DYNAMIC_SNR_DB = 30.0
 STATIC_SNR_DB = 25.0
+DYNAMIC = QuantizationScheme.INT8_DYNAMIC
+STATIC = QuantizationScheme.INT8_STATIC
 
 
 class ConvThenLinear(torch.nn.Module):
@@ -67,7 +71,9 @@ def snr_against_eager(lowered, module, cases) -> float:
 
 def test_int8_dynamic_weight_norm_linear_is_a_delegated_int8_gemm_and_runs_at_two_lengths():
     module = conv_then_linear()
-    lowered = audiodeploy.lower(module, EXAMPLE, dynamic_shapes=({2: LENGTH},), quantize="int8-dynamic")
+    lowered = audiodeploy.lower(
+        module, EXAMPLE, dynamic_shapes=({2: LENGTH},), options=LoweringOptions(quantization=Quantization(DYNAMIC))
+    )
     method = lowered.report.methods["forward"]
     assert (method.delegates, method.ops_outside_delegates) == (1, {}), str(lowered.report)
     assert len(method.folds) == 2  # both weight_norm weights folded before quantization
@@ -84,7 +90,10 @@ def test_int8_static_weight_norm_conv1d_and_linear_are_delegated_int8_gemms():
     module = conv_then_linear()
     calibration = signals(200, 300, 400)
     lowered = audiodeploy.lower(
-        module, EXAMPLE, dynamic_shapes=({2: LENGTH},), quantize="int8-static", calibration=calibration
+        module,
+        EXAMPLE,
+        dynamic_shapes=({2: LENGTH},),
+        options=LoweringOptions(quantization=Quantization(STATIC, calibration=calibration)),
     )
     method = lowered.report.methods["forward"]
     assert (method.delegates, method.ops_outside_delegates) == (1, {}), str(lowered.report)
@@ -98,7 +107,7 @@ def test_int8_scales_are_per_channel_and_come_from_the_folded_weight():
     module = conv_then_linear()
     ep = export_aten(module, EXAMPLE)
     folded, _ = apply_folds(ep, plan_folds(ep).candidates)
-    program = quantize_program(folded, "int8-dynamic").program
+    program = quantize_program(folded, DYNAMIC).program
     (linear,) = [n for n in program.graph.nodes if n.target == torch.ops.aten.linear.default]
     dequantize = linear.args[1]
     assert dequantize.target == torch.ops.quantized_decomposed.dequantize_per_channel.default
@@ -112,9 +121,8 @@ def test_int8_scales_are_per_channel_and_come_from_the_folded_weight():
 
 
 def test_int8_keep_fp32_leaves_the_named_linear_in_fp32_inside_the_delegate():
-    lowered = audiodeploy.lower(
-        conv_then_linear(), EXAMPLE, quantize="int8-static", keep_fp32=["lin"], calibration=signals(200)
-    )
+    int8 = Quantization(STATIC, keep_fp32=["lin"], calibration=signals(200))
+    lowered = audiodeploy.lower(conv_then_linear(), EXAMPLE, options=LoweringOptions(quantization=int8))
     method = lowered.report.methods["forward"]
     assert (method.delegates, method.ops_outside_delegates) == (1, {})
     quantized = lowered.report.quantization.methods["forward"]
@@ -126,28 +134,63 @@ def test_int8_keep_fp32_leaves_the_named_linear_in_fp32_inside_the_delegate():
 
 def test_int8_unknown_scheme_is_a_one_line_value_error_naming_the_choices():
     with pytest.raises(ValueError) as error:
-        audiodeploy.lower(conv_then_linear(), EXAMPLE, quantize="int4")
+        Quantization("int4")
     assert isinstance(error.value, QuantizationError)
     message = str(error.value)
     assert "\n" not in message and "'int4'" in message and "int8-dynamic, int8-static" in message
 
 
+def test_int8_scheme_names_are_the_command_lines_and_convert_to_the_enum():
+    assert [scheme.value for scheme in QuantizationScheme] == ["int8-dynamic", "int8-static"]
+    assert Quantization("int8-dynamic").scheme is DYNAMIC
+    assert QuantizationScheme("int8-static") is STATIC
+    assert json.dumps({"scheme": STATIC}) == '{"scheme": "int8-static"}' and f"{STATIC}" == "int8-static"
+
+
+def test_int8_dynamic_with_calibration_is_refused():
+    with pytest.raises(QuantizationError) as error:
+        Quantization(DYNAMIC, calibration=signals(200))
+    assert str(error.value).startswith("calibration is for int8-static: int8-dynamic quantizes activations at run time")
+
+
+def test_int8_empty_calibration_is_refused():
+    with pytest.raises(QuantizationError, match="^calibration is empty: give at least one input tuple, or None$"):
+        Quantization(STATIC, calibration=[])
+    with pytest.raises(QuantizationError, match="^calibration of method 'decode' is empty"):
+        Quantization(STATIC, calibration={"encode": signals(200), "decode": []})
+
+
+def test_int8_empty_fidelity_inputs_are_refused():
+    with pytest.raises(QuantizationError, match="^fidelity_inputs is empty: give at least one input tuple, or None$"):
+        Quantization(DYNAMIC, fidelity_inputs=())
+
+
+def test_int8_keep_fp32_is_a_sequence_of_pattern_strings_kept_as_a_tuple():
+    with pytest.raises(
+        TypeError, match=r"^keep_fp32 takes a sequence of patterns, not one string: keep_fp32=\['lin'\]$"
+    ):
+        Quantization(DYNAMIC, keep_fp32="lin")
+    with pytest.raises(TypeError, match="^keep_fp32 takes fnmatch patterns \\(strings\\), not int: 3$"):
+        Quantization(DYNAMIC, keep_fp32=["lin", 3])
+    assert Quantization(DYNAMIC, keep_fp32=["lin"]).keep_fp32 == ("lin",)
+
+
 def test_int8_static_without_calibration_warns_once_and_records_generated_signals():
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        lowered = audiodeploy.lower(torch.nn.Linear(8, 8).eval(), (torch.randn(2, 8),), quantize="int8-static")
+        int8 = Quantization(STATIC)
+        lowered = audiodeploy.lower(
+            torch.nn.Linear(8, 8).eval(), (torch.randn(2, 8),), options=LoweringOptions(quantization=int8)
+        )
     ours = [w for w in caught if "calibration" in str(w.message)]
     assert len(ours) == 1 and "\n" not in str(ours[0].message) and ours[0].filename == __file__
     assert lowered.report.quantization.calibration == "4 generated signals"
 
 
-def test_calibration_without_quantize_is_refused():
-    with pytest.raises(TypeError, match="quantize="):
-        audiodeploy.lower(torch.nn.Linear(2, 2).eval(), (torch.randn(1, 2),), calibration=[(torch.randn(1, 2),)])
-
-
 def test_int8_report_round_trips_and_old_reports_still_load():
-    lowered = audiodeploy.lower(conv_then_linear(), EXAMPLE, quantize="int8-dynamic")
+    lowered = audiodeploy.lower(
+        conv_then_linear(), EXAMPLE, options=LoweringOptions(quantization=Quantization(DYNAMIC))
+    )
     data = json.loads(lowered.report.to_json())
     assert data["quantization"]["scheme"] == "int8-dynamic"
     assert LoweringReport.from_dict(data) == lowered.report
@@ -171,9 +214,8 @@ class TwoLinears(torch.nn.Module):
 
 
 def test_int8_sensitivity_ranks_each_gemm_alone_and_the_report_keeps_and_shows_it():
-    lowered = audiodeploy.lower(
-        TwoLinears().eval(), (torch.randn(4, 16),), quantize="int8-dynamic", keep_fp32=["a"], sensitivity=True
-    )
+    int8 = Quantization(DYNAMIC, keep_fp32=["a"], sensitivity=True)
+    lowered = audiodeploy.lower(TwoLinears().eval(), (torch.randn(4, 16),), options=LoweringOptions(quantization=int8))
     ranked = lowered.report.quantization.methods["forward"].sensitivity
     # Every GEMM is measured, the kept one too: the ranking is what a user chooses keep_fp32 from.
     assert [g.gemm for g in ranked] == ["linear @ b", "linear @ a"]
@@ -181,15 +223,18 @@ def test_int8_sensitivity_ranks_each_gemm_alone_and_the_report_keeps_and_shows_i
     assert LoweringReport.from_dict(json.loads(lowered.report.to_json())) == lowered.report
     described = str(lowered.report)
     assert "most sensitive" in described and f"{ranked[0].snr_db:6.1f} dB  linear @ b" in described
-    with pytest.raises(TypeError, match="quantize="):
-        audiodeploy.lower(TwoLinears().eval(), (torch.randn(4, 16),), sensitivity=True)
 
 
 def test_int8_keep_fp32_pattern_that_matches_no_gemm_is_refused_before_sensitivity_naming_gemms():
     heard: list[str] = []
     with pytest.raises(KeepFp32PatternError) as caught:
-        audiodeploy.lower(TwoLinears().eval(), (torch.randn(4, 16),), quantize="int8-dynamic", keep_fp32=["a", "[abc"],
-                          sensitivity=True, progress=heard.append)  # fmt: skip
+        int8 = Quantization(DYNAMIC, keep_fp32=["a", "[abc"], sensitivity=True)
+        audiodeploy.lower(
+            TwoLinears().eval(),
+            (torch.randn(4, 16),),
+            options=LoweringOptions(quantization=int8),
+            progress=heard.append,
+        )
     message = str(caught.value)
     assert "\n" not in message and "'[abc'" in message and "module path (a, b);" in message, message
     assert heard == []  # refused before the GEMMs were measured
@@ -197,8 +242,10 @@ def test_int8_keep_fp32_pattern_that_matches_no_gemm_is_refused_before_sensitivi
 
 def test_int8_progress_hears_each_sensitivity_gemm_and_each_calibration_input():
     heard: list[str] = []
-    audiodeploy.lower(TwoLinears().eval(), (torch.randn(4, 16),), quantize="int8-static", sensitivity=True,
-                      calibration=[(torch.randn(4, 16),) for _ in range(3)], progress=heard.append)  # fmt: skip
+    int8 = Quantization(STATIC, sensitivity=True, calibration=[(torch.randn(4, 16),) for _ in range(3)])
+    audiodeploy.lower(
+        TwoLinears().eval(), (torch.randn(4, 16),), options=LoweringOptions(quantization=int8), progress=heard.append
+    )
     assert heard == [
         f"{SENSITIVITY_STAGE}: GEMM 1 of 2 (linear @ a)",
         f"{SENSITIVITY_STAGE}: GEMM 2 of 2 (linear @ b)",
@@ -254,9 +301,13 @@ def test_int8_dynamic_tiny_wav2vec2_is_one_delegate_and_agrees_with_fp32_argmax(
         built.module,
         built.example_inputs,
         dynamic_shapes=built.dynamic_shapes,
-        quantize="int8-dynamic",
-        fidelity_inputs=held_out,
-        fidelity={"snr_db": fidelity.output_snr_db, "argmax": fidelity.frame_argmax_agreement},
+        options=LoweringOptions(
+            quantization=Quantization(
+                DYNAMIC,
+                fidelity_inputs=held_out,
+                fidelity={"snr_db": fidelity.output_snr_db, "argmax": fidelity.frame_argmax_agreement},
+            )
+        ),
     )
     method = lowered.report.methods["forward"]
     assert (method.delegates, method.ops_outside_delegates) == (1, {}), str(lowered.report)

@@ -128,10 +128,16 @@ def recipe_programs(tmp_path_factory):
             else:
                 recipe = recipes.get(name)
                 built = recipe.build(variant="tiny")
-                lowered = audiodeploy.lower(
-                    built.module, built.example_inputs, dynamic_shapes=built.dynamic_shapes, quantize=quantize,
+                int8 = audiodeploy.Quantization(
+                    audiodeploy.QuantizationScheme(quantize),
                     keep_fp32=recipe.default_keep_fp32(built.source, built.variant),
-                )  # fmt: skip
+                )
+                lowered = audiodeploy.lower(
+                    built.module,
+                    built.example_inputs,
+                    dynamic_shapes=built.dynamic_shapes,
+                    options=audiodeploy.LoweringOptions(quantization=int8),
+                )
             path = lowered.save(tmp_path_factory.mktemp(name) / f"{name}-tiny-{quantize or 'fp32'}.pte")
             inputs = built.random_inputs(built.input.length_for_seconds(0.25), seed=1)
             made[name, quantize] = RecipeProgram(name, path, built, inputs)

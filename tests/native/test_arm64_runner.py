@@ -25,7 +25,7 @@ def test_linux_aarch64_fp32_under_qemu_matches_eager(arm64_runner, tiny_program)
     run = run_runner(arm64_runner, tiny_program.path, [x], RunOptions(warmup=0, iterations=1))
     torch.testing.assert_close(run.outputs[0], tiny_program.eager(x), atol=ATOL, rtol=0)
     assert run.emulated
-    assert run.report["cpu"]["architecture"] == "aarch64" and run.report["cpu"]["machine"] == "aarch64"
+    assert run.report.cpu.architecture == "aarch64" and run.report.cpu.machine == "aarch64"
 
 
 def test_android_bundle_runs_through_its_own_loader_from_a_copied_folder(android_bundle, tiny_program, tmp_path):
@@ -37,7 +37,7 @@ def test_android_bundle_runs_through_its_own_loader_from_a_copied_folder(android
     x = torch.randn(1, CHANNELS, 24)
     run = run_runner(moved, tiny_program.path, [x], RunOptions(warmup=0, iterations=1))
     torch.testing.assert_close(run.outputs[0], tiny_program.eager(x), atol=ATOL, rtol=0)
-    assert run.report["cpu"]["architecture"] == "aarch64"
+    assert run.report.cpu.architecture == "aarch64"
 
 
 @pytest.mark.skipif(os.path.exists("/lib/ld-linux-aarch64.so.1"), reason="this host has an arm64 loader of its own")

@@ -31,15 +31,15 @@ def test_native_transport_measures_and_returns_the_output(host_runner, tiny_prog
         [_runtime(tiny_program)], (x,), {"audiodeploy": RunCounts(runs=3, warmup=1)}, threads=1
     )
     m = measured["audiodeploy"]
-    assert m.latency["runs"] == 3 and m.latency["warmup"] == 1 and len(m.latency["samples_s"]) == 3
+    assert m.latency.runs == 3 and m.latency.warmup == 1 and len(m.latency.samples_s) == 3
     assert m.load_s > 0 and m.peak_rss_bytes > 0
     torch.testing.assert_close(m.output, tiny_program.eager(x), atol=ATOL, rtol=0)
     assert m.notes[0] == "runner threadpool: 1 thread(s)" and m.notes[1].startswith(
         "peak_rss_bytes: the runner process"
     )
     described = transport.describe()
-    assert described["kind"] == "native" and described["emulated"] is False
-    assert described["device"]["architecture"] == "x86_64"
+    assert described.kind == "native" and described.emulated is False
+    assert described.device.architecture == "x86_64"
 
 
 def test_qemu_transport_labels_its_latency_emulated(arm64_runner, tiny_program):
@@ -48,7 +48,7 @@ def test_qemu_transport_labels_its_latency_emulated(arm64_runner, tiny_program):
     m = transport.measure([_runtime(tiny_program)], (x,), {"audiodeploy": RunCounts(runs=1, warmup=0)})["audiodeploy"]
     torch.testing.assert_close(m.output, tiny_program.eager(x), atol=ATOL, rtol=0)
     assert m.notes[0].startswith("emulated arm64 (qemu-aarch64)")
-    assert transport.describe()["emulated"] is True and transport.describe()["device"]["architecture"] == "aarch64"
+    assert transport.describe().emulated is True and transport.describe().device.architecture == "aarch64"
 
 
 def test_a_program_the_runner_refuses_is_a_bench_error(host_runner):

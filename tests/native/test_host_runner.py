@@ -7,12 +7,19 @@ import json
 import subprocess
 from pathlib import Path
 
+import jsonschema
 import pytest
 import torch
 
 from audiodeploy.native import NativeError, RunOptions, run_runner
+from audiodeploy.native import run as native_run
+from audiodeploy.native.run import RunnerCpu, RunnerInput, RunnerOutput
 from audiodeploy.runtime import Program
 from tests.native.conftest import CHANNELS, MAX_LENGTH
+
+REPORT_SCHEMA = (
+    Path(__file__).resolve().parents[2] / "audiodeploy" / "program" / "schemas" / "runner-report.schema.json"
+)
 
 ATOL = 1e-5
 
@@ -27,23 +34,34 @@ def test_fp32_dynamic_length_matches_eager_and_the_python_runtime(host_runner, t
         assert native.shape == (1, length, 5)
 
 
-def test_report_has_load_time_latencies_memory_cpu_threads_and_shapes(host_runner, tiny_program):
+def test_report_has_load_time_latencies_memory_cpu_threads_and_shapes(host_runner, tiny_program, monkeypatch):
+    printed = []
+
+    def parse_report(stdout: str) -> native_run.RunnerReport:
+        printed.append(stdout)  # the report as the runner printed it, before Python reads it
+        return parse(stdout)
+
+    parse = native_run.parse_report
+    monkeypatch.setattr(native_run, "parse_report", parse_report)
     x = torch.randn(1, CHANNELS, 24)
     report = run_runner(host_runner, tiny_program.path, [x], RunOptions(warmup=2, iterations=3, threads=1)).report
-    assert report["schema"] == "audiodeploy.runner/1"
-    assert report["executorch_version"].startswith(host_runner.executorch_version)
-    assert report["method"] == "forward" and report["data"] is None
-    assert report["load_ms"]["program"] > 0 and report["load_ms"]["method"] > 0
-    assert report["load_ms"]["total"] == pytest.approx(
-        report["load_ms"]["program"] + report["load_ms"]["method"], abs=1e-3
-    )
-    assert report["warmup"] == 2 and report["iterations"] == 3
-    assert len(report["latencies_ms"]) == 3 and all(latency > 0 for latency in report["latencies_ms"])
-    assert report["peak_rss_bytes"] > 1 << 20
-    assert report["cpu"]["architecture"] == "x86_64" and report["cpu"]["cores"] >= 1 and report["cpu"]["model"]
-    assert report["threads"] == 1
-    assert report["inputs"] == [{"shape": [1, CHANNELS, 24], "dtype": "float32", "source": "file"}]
-    assert report["outputs"] == [{"shape": [1, 24, 5], "dtype": "float32"}]
+    # What the C++ runner prints follows the checked-in schema generated from RunnerReport, and reads back as is.
+    (document,) = (json.loads(text) for text in printed)
+    jsonschema.Draft202012Validator(json.loads(REPORT_SCHEMA.read_text())).validate(document)
+    assert report.to_dict() == document
+    assert report.schema == "audiodeploy.runner/1"
+    assert report.executorch_version.startswith(host_runner.executorch_version)
+    assert report.method == "forward" and report.data is None
+    assert report.load_ms.program > 0 and report.load_ms.method > 0
+    assert report.load_ms.total == pytest.approx(report.load_ms.program + report.load_ms.method, abs=1e-3)
+    assert report.warmup == 2 and report.iterations == 3
+    assert len(report.latencies_ms) == 3 and all(latency > 0 for latency in report.latencies_ms)
+    assert report.peak_rss_bytes > 1 << 20
+    assert isinstance(report.cpu, RunnerCpu)
+    assert report.cpu.architecture == "x86_64" and report.cpu.cores >= 1 and report.cpu.model
+    assert report.threads == 1
+    assert report.inputs == (RunnerInput(shape=(1, CHANNELS, 24), dtype="float32", source="file"),)
+    assert report.outputs == (RunnerOutput(shape=(1, 24, 5), dtype="float32"),)
 
 
 def test_seeded_fill_is_reproducible_and_zeros_fill_takes_the_method_bound(host_runner, tiny_program):
@@ -59,7 +77,7 @@ def test_seeded_fill_is_reproducible_and_zeros_fill_takes_the_method_bound(host_
     )
     torch.testing.assert_close(first.outputs[0], second.outputs[0], atol=0, rtol=0)
     zeros = run_runner(host_runner, tiny_program.path, options=RunOptions(fill="zeros", iterations=1))
-    assert zeros.report["inputs"] == [{"shape": [1, CHANNELS, MAX_LENGTH], "dtype": "float32", "source": "zeros"}]
+    assert zeros.report.inputs == (RunnerInput(shape=(1, CHANNELS, MAX_LENGTH), dtype="float32", source="zeros"),)
     torch.testing.assert_close(
         zeros.outputs[0], tiny_program.eager(torch.zeros(1, CHANNELS, MAX_LENGTH)), atol=ATOL, rtol=0
     )

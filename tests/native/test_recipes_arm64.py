@@ -26,7 +26,7 @@ from tests.native.conftest import RECIPE_FAMILIES
 def test_tiny_recipe_fp32_on_emulated_arm64_matches_eager(arm64_runner, recipe_programs, name):
     program = recipe_programs(name)
     run = run_runner(arm64_runner, program.path, list(program.inputs), RunOptions(warmup=0, iterations=1))
-    assert run.emulated and run.report["cpu"]["architecture"] == "aarch64"
+    assert run.emulated and run.report.cpu.architecture == "aarch64"
     torch.testing.assert_close(run.outputs[0], program.eager(), atol=program.built.atol, rtol=0)
 
 

@@ -29,7 +29,7 @@ import audiodeploy
 from audiodeploy import recipes
 from audiodeploy.lowering.passes import rewrite_for_xnnpack
 from audiodeploy.lowering.passes.fold_computed_gemm_weights import apply_folds, plan_folds
-from audiodeploy.lowering.quantize import SCHEMES, quantize_program
+from audiodeploy.lowering.quantize import Quantization, QuantizationScheme, quantize_program
 from audiodeploy.lowering.report import QuantizationReport, QuantizedMethod
 from audiodeploy.program import fidelity
 from audiodeploy.program.audio import AudioFile
@@ -93,7 +93,7 @@ def audio_dir(tmp_path_factory):
 def test_every_recipe_declares_known_schemes_and_keep_fp32_for_its_own_sources():
     for name in recipes.available():
         recipe = recipes.get(name)
-        assert set(recipe.int8_schemes) <= set(SCHEMES), name
+        assert set(recipe.int8_schemes) <= set(QuantizationScheme), name
         assert set(recipe.int8_keep_fp32) <= set(recipe.sources), name
     assert recipes.get("wav2vec2").describe()["int8_schemes"] == ["int8-dynamic", "int8-static"]
 
@@ -275,7 +275,9 @@ def test_int8_static_vocoder_calibrates_on_its_longest_input_past_the_folds_narr
     rewrite_for_xnnpack(ep)
     folded, _ = apply_folds(ep, list(plan_folds(ep).candidates))
     longest = built.random_inputs(spec.max_length, seed=3)
-    quantized = quantize_program(folded, "int8-static", dynamic_shapes=built.dynamic_shapes, calibration=[longest])
+    quantized = quantize_program(
+        folded, QuantizationScheme.INT8_STATIC, dynamic_shapes=built.dynamic_shapes, calibration=[longest]
+    )
     assert quantized.calibration == "1 given inputs" and quantized.quantized_gemms
     (frames,) = quantized.program.range_constraints.values()
     assert (frames.lower, frames.upper) == (spec.min_length, spec.max_length)
@@ -288,12 +290,14 @@ def test_int8_static_vocoder_calibrates_on_its_longest_input_past_the_folds_narr
 def quantized_encoder():
     recipe = recipes.get("hubert")
     built = recipe.build(variant="tiny", length_range=TEST_RANGE["ctc-asr"])
+    int8 = Quantization(
+        QuantizationScheme.INT8_DYNAMIC, keep_fp32=recipe.default_keep_fp32(built.source, built.variant)
+    )
     lowered = audiodeploy.lower(
         built.module,
         built.example_inputs,
         dynamic_shapes=built.dynamic_shapes,
-        quantize="int8-dynamic",
-        keep_fp32=recipe.default_keep_fp32(built.source, built.variant),
+        options=audiodeploy.LoweringOptions(quantization=int8),
     )
     return built, lowered
 
@@ -333,15 +337,18 @@ def quantized_vocoder(audio_dir, request):
     # One fixed length: XNNPACK's passes over the 74 quantized convolutions take twice as long with a symbolic one.
     built = recipe.build(variant=variant, length_range=VOCODER_LENGTH)
     calibration = calibration_inputs(built, calibration_files([audio_dir / f"take{i}.wav" for i in range(5)]))
-    lowered = audiodeploy.lower(
-        built.module,
-        built.example_inputs,
-        dynamic_shapes=built.dynamic_shapes,
-        quantize=recipe.check_int8_scheme("int8-static"),
+    int8 = Quantization(
+        QuantizationScheme(recipe.check_int8_scheme("int8-static")),
         calibration=calibration,
         keep_fp32=recipe.default_keep_fp32(built.source, built.variant),
         fidelity_inputs=held_out_speech(built),
         fidelity=fidelity_measures(built),  # what export measures, here on inputs of one length
+    )
+    lowered = audiodeploy.lower(
+        built.module,
+        built.example_inputs,
+        dynamic_shapes=built.dynamic_shapes,
+        options=audiodeploy.LoweringOptions(quantization=int8),
     )
     return built, calibration, lowered
 

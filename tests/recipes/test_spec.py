@@ -104,7 +104,7 @@ def test_a_built_model_describes_itself_as_json():
     from audiodeploy import recipes
 
     for name in ("wav2vec2", "univnet"):
-        described = json.loads(json.dumps(recipes.get(name).build("tiny").describe()))
+        described = json.loads(recipes.get(name).build("tiny").describe().to_json())
         assert described["recipe"] == name and described["variant"] == "tiny"
         assert described["weights"].startswith("synthetic (seed 0)")
         assert InputSpec.from_dict(described["input"]).kind in ("waveform", "mel")

@@ -12,10 +12,12 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from audiodeploy.bench.errors import BenchError
+from audiodeploy.bench.results import AdbRunnerTransportDescription, AndroidDevice
 from audiodeploy.bench.transports.base import Log, last_line, quiet
 from audiodeploy.bench.transports.project_runner import build_for_device
 from audiodeploy.bench.transports.remote import RemoteRunnerTransport
 from audiodeploy.native import BuiltRunner
+from audiodeploy.native.run import RunnerCpu
 
 REMOTE_DIR = "/data/local/tmp/audiodeploy-bench"
 
@@ -81,6 +83,13 @@ class AdbConnection:
         self.run("pull", remote, str(local_dir))
 
 
+def android_device(device: dict[str, str], cpu: RunnerCpu | None = None) -> AndroidDevice | None:
+    """What the record says of the phone (`AdbConnection.connect`); None before it was asked."""
+    if not device:
+        return None
+    return AndroidDevice(model=device["model"], abi=device["abi"], android=device["android"], cpu=cpu)
+
+
 class AdbRunnerTransport(RemoteRunnerTransport):
     """``--device adb[:SERIAL]`` without ``--runner``: the project's android-arm64 bundle (``audiodeploy runner
     build --target android-arm64``: the runner, the wheel's libraries, glibc's arm64 loader and libraries; no
@@ -116,17 +125,17 @@ class AdbRunnerTransport(RemoteRunnerTransport):
         """The device's serial; None for the only one attached."""
         return self.connection.serial
 
-    def describe(self) -> dict:
-        return {
-            "kind": self.kind,
-            "serial": self.serial,
-            "runtime": "audiodeploy-runner android-arm64 bundle (C++, ExecuTorch runtime from the aarch64 executorch wheel, glibc loader)",
-            "target": self.built.target,
-            "runner": str(self.built.directory),
-            "executorch": self.built.executorch_version,
-            "remote_dir": self.bundle_dir,
-            "device": dict(self.device),
-        }
+    def describe(self) -> AdbRunnerTransportDescription:
+        return AdbRunnerTransportDescription(
+            kind="adb",
+            serial=self.serial,
+            runtime="audiodeploy-runner android-arm64 bundle (C++, ExecuTorch runtime from the aarch64 executorch wheel, glibc loader)",
+            target=self.built.target,
+            runner=str(self.built.directory),
+            executorch=self.built.executorch_version,
+            remote_dir=self.bundle_dir,
+            device=android_device(self.device, self.cpu),
+        )
 
     def _shell(self, command: str, timeout: float = 600, check: bool = True) -> subprocess.CompletedProcess[str]:
         return self.connection.shell(command, timeout=timeout, check=check)

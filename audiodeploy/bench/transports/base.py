@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 import torch
 
 from audiodeploy.bench.errors import BenchError
+from audiodeploy.bench.results import Latency, RuntimeDescription, TransportDescription
 from audiodeploy.bench.runtimes import ExecuTorchRuntime, Runtime
 from audiodeploy.bench.timing import Timing
 
@@ -32,12 +33,17 @@ class Measurement:
     """One runtime on one input: load time, latency record, memory, and what the transport observed."""
 
     load_s: float | None
-    latency: dict
+    latency: Latency
     peak_rss_bytes: int | None = None
     output: torch.Tensor | None = None
     timing: Timing | None = None
     """The timed calls with their rounds, for paired ratios (local only)."""
     notes: list[str] = field(default_factory=list)
+
+
+def runtime_description(runtime: Runtime) -> RuntimeDescription:
+    """What the record says of `runtime` (its `RuntimeInfo`)."""
+    return RuntimeDescription.from_dict(runtime.info.to_dict())
 
 
 def quiet(message: str) -> None:
@@ -51,13 +57,13 @@ class Transport:
     programs_per_length = False
     """True when one program per input length is needed (a runner that cannot resize inputs)."""
 
-    def describe(self) -> dict:
-        """The record's ``device``: what ran the programs, and where."""
+    def describe(self) -> TransportDescription:
+        """The record's ``transport``: what ran the programs, and where."""
         raise NotImplementedError
 
-    def runtime_infos(self, runtimes: Sequence[Runtime]) -> dict[str, dict]:
+    def runtime_infos(self, runtimes: Sequence[Runtime]) -> dict[str, RuntimeDescription]:
         """The record's ``runtimes``: one entry per name that :meth:`measure` returns."""
-        return {runtime.name: runtime.info.to_dict() for runtime in runtimes}
+        return {runtime.name: runtime_description(runtime) for runtime in runtimes}
 
     def measure(
         self,

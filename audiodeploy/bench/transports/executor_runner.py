@@ -14,6 +14,7 @@ figures are then the mean over all executions, warm-up included, and the results
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import shlex
 import subprocess
@@ -26,9 +27,9 @@ from pathlib import Path
 import torch
 
 from audiodeploy.bench.errors import BenchError
+from audiodeploy.bench.results import ExecutorRunnerTransportDescription, Latency
 from audiodeploy.bench.runtimes import ExecuTorchRuntime, Runtime
-from audiodeploy.bench.timing import latency_dict
-from audiodeploy.bench.transports.adb import REMOTE_DIR, AdbConnection
+from audiodeploy.bench.transports.adb import REMOTE_DIR, AdbConnection, android_device
 from audiodeploy.bench.transports.base import (
     SCRATCH_PREFIX,
     Log,
@@ -110,11 +111,10 @@ def log_measurement(timings: RunnerTimings, counts: RunCounts) -> Measurement:
     notes = []
     if timings.iterations_ms:
         seconds = [ms / 1e3 for ms in timings.iterations_ms[counts.warmup :]]
-        latency = latency_dict(seconds, counts.warmup)
+        latency = Latency.of(seconds, counts.warmup)
     else:
         mean = timings.total_ms / 1e3 / timings.executions
-        latency = latency_dict([mean], 0)
-        latency["runs"] = timings.executions
+        latency = dataclasses.replace(Latency.of([mean], 0), runs=timings.executions)
         notes.append("the runner printed only its total time: latency is the mean of all executions, warm-up included")
     if timings.threads is not None:
         notes.append(f"runner threadpool: {timings.threads} thread(s)")
@@ -180,14 +180,14 @@ class AdbTransport(Transport):
     def _adb(self, *args: str, timeout: float = 600, check: bool = True) -> subprocess.CompletedProcess[str]:
         return self.connection.run(*args, timeout=timeout, check=check)
 
-    def describe(self) -> dict:
-        return {
-            "kind": self.kind,
-            "serial": self.serial,
-            "runner": str(self.runner),
-            "remote_dir": self.remote_dir,
-            "device": dict(self.device),
-        }
+    def describe(self) -> ExecutorRunnerTransportDescription:
+        return ExecutorRunnerTransportDescription(
+            kind="adb",
+            serial=self.serial,
+            runner=str(self.runner),
+            remote_dir=self.remote_dir,
+            device=android_device(self.device),
+        )
 
     def connect(self) -> None:
         """Check, before anything slow, that the device answers and the runner exists."""

@@ -10,6 +10,7 @@ from collections.abc import Callable, Sequence
 import torch
 
 from audiodeploy.bench.memory import PeakResident
+from audiodeploy.bench.results import Latency, LocalTransportDescription
 from audiodeploy.bench.runtimes import Runtime
 from audiodeploy.bench.timing import Runner, time_interleaved
 from audiodeploy.bench.transports.base import Log, Measurement, RunCounts, Transport, quiet
@@ -26,8 +27,10 @@ class LocalTransport(Transport):
         self._loaded: dict[str, tuple[float | None, int | None]] = {}
         """Runtime name -> (its load time, None for one that does not load; the memory its load retained)."""
 
-    def describe(self) -> dict:
-        return {"kind": self.kind, "runtime": "ExecuTorch Python runtime (portable_lib) in the benchmarking process"}
+    def describe(self) -> LocalTransportDescription:
+        return LocalTransportDescription(
+            kind="local", runtime="ExecuTorch Python runtime (portable_lib) in the benchmarking process"
+        )
 
     def measure(
         self,
@@ -52,7 +55,7 @@ class LocalTransport(Transport):
         return {
             r.name: Measurement(
                 load_s=self._loaded[r.name][0],
-                latency=timings[r.name].to_dict(),
+                latency=Latency.of(timings[r.name].seconds, timings[r.name].warmup),
                 peak_rss_bytes=first[r.name][1],
                 output=first[r.name][0],
                 timing=timings[r.name],

@@ -9,15 +9,17 @@
 
 from __future__ import annotations
 
+import dataclasses
 import tempfile
 from collections.abc import Sequence
 from functools import partial
 from pathlib import Path
+from typing import Literal, cast
 
 import torch
 
 from audiodeploy.bench.errors import BenchError
-from audiodeploy.bench.results import NATIVE_SUFFIX
+from audiodeploy.bench.results import NATIVE_SUFFIX, RunnerTransportDescription, RuntimeDescription
 from audiodeploy.bench.runtimes import ExecuTorchRuntime, Runtime
 from audiodeploy.bench.transports.base import (
     SCRATCH_PREFIX,
@@ -27,11 +29,15 @@ from audiodeploy.bench.transports.base import (
     Transport,
     measure_programs,
     quiet,
+    runtime_description,
 )
 from audiodeploy.bench.transports.device import RUNNER_DEVICES
 from audiodeploy.bench.transports.local import LocalTransport
 from audiodeploy.bench.transports.project_runner import build_for_device, report_measurement, run_options
 from audiodeploy.native import BuiltRunner, NativeError, is_emulated, run_runner
+from audiodeploy.native.run import RunnerCpu
+
+RunnerDevice = Literal["native", "qemu-aarch64"]
 
 
 class RunnerTransport(Transport):
@@ -46,10 +52,12 @@ class RunnerTransport(Transport):
     programs_per_length = False
 
     def __init__(self, device: str, built: BuiltRunner) -> None:
-        self.kind = device
+        if device not in RUNNER_DEVICES:
+            raise BenchError(f"--device {device}: the runner runs on this machine for {', '.join(RUNNER_DEVICES)} only")
+        self.kind: RunnerDevice = cast(RunnerDevice, device)
         self.built = built
         self.emulated = is_emulated(built)
-        self._cpu: dict | None = None
+        self._cpu: RunnerCpu | None = None
         self._emulated_cpu: str | None = None
 
     @classmethod
@@ -57,17 +65,18 @@ class RunnerTransport(Transport):
         """Build (or take from the cache) the runner that `device` needs; a missing tool is a BenchError."""
         return cls(device, build_for_device(RUNNER_DEVICES[device], device, log))
 
-    def describe(self) -> dict:
-        return {
-            "kind": self.kind,
-            "runtime": "audiodeploy-runner (C++, ExecuTorch runtime from the executorch wheel)",
-            "target": self.built.target,
-            "runner": str(self.built.directory),
-            "executorch": self.built.executorch_version,
-            "emulated": self.emulated,
-            **({"emulated_cpu": self._emulated_cpu} if self._emulated_cpu else {}),
-            "device": dict(self._cpu or {}),
-        }
+    def describe(self) -> RunnerTransportDescription:
+        """The CPU the runner reported is the device (None before it ran)."""
+        return RunnerTransportDescription(
+            kind=self.kind,
+            runtime="audiodeploy-runner (C++, ExecuTorch runtime from the executorch wheel)",
+            target=self.built.target,
+            runner=str(self.built.directory),
+            executorch=self.built.executorch_version,
+            emulated=self.emulated,
+            emulated_cpu=self._emulated_cpu or None,
+            device=self._cpu,
+        )
 
     def measure(
         self,
@@ -101,7 +110,7 @@ class RunnerTransport(Transport):
             run = run_runner(self.built, program, list(inputs), run_options(counts, threads))
         except NativeError as error:
             raise BenchError(f"{runtime.name} on --device {self.kind}: {error}") from None
-        self._cpu = dict(run.report["cpu"])
+        self._cpu = run.report.cpu
         self._emulated_cpu = run.emulated_cpu
         return report_measurement(run, counts, self.emulated)
 
@@ -125,29 +134,29 @@ class NativeSideBySide(Transport):
         """This process's runtimes, and the host runner built (or taken from the cache) beside them."""
         return cls(LocalTransport(), RunnerTransport.for_device("native", log))
 
-    def describe(self) -> dict:
-        described = self.native.describe()
-        described["runtime"] = (
-            "ExecuTorch Python runtime (portable_lib) in the benchmarking process, and each ExecuTorch program again "
-            f"as NAME{NATIVE_SUFFIX} in audiodeploy-runner (C++, ExecuTorch runtime from the executorch wheel)"
+    def describe(self) -> RunnerTransportDescription:
+        return dataclasses.replace(
+            self.native.describe(),
+            runtime=(
+                "ExecuTorch Python runtime (portable_lib) in the benchmarking process, and each ExecuTorch program "
+                f"again as NAME{NATIVE_SUFFIX} in audiodeploy-runner (C++, ExecuTorch runtime from the executorch wheel)"
+            ),
         )
-        return described
 
-    def runtime_infos(self, runtimes: Sequence[Runtime]) -> dict[str, dict]:
+    def runtime_infos(self, runtimes: Sequence[Runtime]) -> dict[str, RuntimeDescription]:
         infos = {}
         for runtime in runtimes:
-            info = runtime.info.to_dict()
-            infos[runtime.name] = info
+            info = infos[runtime.name] = runtime_description(runtime)
             if isinstance(runtime, ExecuTorchRuntime):
-                infos[runtime.name + NATIVE_SUFFIX] = {
-                    **info,
-                    "name": runtime.name + NATIVE_SUFFIX,
-                    "label": f"{info['label']}, in the native runner (audiodeploy-runner, C++)",
-                    "notes": [
-                        *info["notes"],
+                infos[runtime.name + NATIVE_SUFFIX] = dataclasses.replace(
+                    info,
+                    name=runtime.name + NATIVE_SUFFIX,
+                    label=f"{info.label}, in the native runner (audiodeploy-runner, C++)",
+                    notes=(
+                        *info.notes,
                         f"the same program as {runtime.name}, run by audiodeploy-runner in its own process",
-                    ],
-                }
+                    ),
+                )
         return infos
 
     def measure(

@@ -4,7 +4,7 @@ another machine: building it for a device, its run options, and a :class:`Measur
 from __future__ import annotations
 
 from audiodeploy.bench.errors import BenchError
-from audiodeploy.bench.timing import latency_dict
+from audiodeploy.bench.results import Latency
 from audiodeploy.bench.transports.base import Log, Measurement, RunCounts
 from audiodeploy.native import BuiltRunner, NativeError, NativeRun, RunOptions, build_runner
 
@@ -14,13 +14,13 @@ EMULATED_NOTE = "emulated arm64 (qemu-aarch64): the latency is not an arm64 meas
 
 def report_measurement(run: NativeRun, counts: RunCounts, emulated: bool = False) -> Measurement:
     """A Measurement from the runner's report (``warmup`` untimed runs were made before its latencies)."""
-    notes = [f"runner threadpool: {run.report['threads']} thread(s)", PEAK_RSS_NOTE]
+    notes = [f"runner threadpool: {run.report.threads} thread(s)", PEAK_RSS_NOTE]
     if emulated:
         notes.insert(0, EMULATED_NOTE + (f" (qemu -cpu {run.emulated_cpu})" if run.emulated_cpu else ""))
     return Measurement(
-        load_s=run.report["load_ms"]["total"] / 1e3,
-        latency=latency_dict([ms / 1e3 for ms in run.latencies_ms], counts.warmup),
-        peak_rss_bytes=run.report["peak_rss_bytes"],
+        load_s=run.report.load_ms.total / 1e3,
+        latency=Latency.of([ms / 1e3 for ms in run.latencies_ms], counts.warmup),
+        peak_rss_bytes=run.report.peak_rss_bytes,
         output=run.outputs[0] if run.outputs else None,
         notes=notes,
     )

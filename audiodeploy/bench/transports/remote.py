@@ -39,6 +39,7 @@ from audiodeploy.native import (
     runner_error_line,
     write_inputs,
 )
+from audiodeploy.native.run import RunnerCpu, RunnerReport
 
 _EXIT_MARKER = "audiodeploy-runner-exit="
 _EXIT = re.compile(re.escape(_EXIT_MARKER) + r"(\d+)\s*$", re.MULTILINE)
@@ -68,7 +69,10 @@ class RemoteRunnerTransport(Transport):
     """How messages name the device: 'adb device SERIAL', 'ssh pi@board'."""
 
     def __init__(self) -> None:
-        self.device: dict = {}
+        self.device: dict[str, str] = {}
+        """What the device says of itself (adb: model, abi, android; ssh: hostname, machine)."""
+        self.cpu: RunnerCpu | None = None
+        """The CPU the runner reported, once it ran."""
         self.remote_dir: str | None = None
 
     # What a subclass provides.
@@ -168,10 +172,10 @@ class RemoteRunnerTransport(Transport):
         wall_s = time.monotonic() - start
         self._check_exit(name, done)
         report, outputs = self._fetch_results(name, folder, local / "pulled")
-        self.device["cpu"] = dict(report["cpu"])
+        self.cpu = report.cpu
         return report_measurement(NativeRun(report=report, outputs=outputs, wall_s=wall_s), counts)
 
-    def _fetch_results(self, name: str, folder: str, pulled: Path) -> tuple[dict, list[torch.Tensor]]:
+    def _fetch_results(self, name: str, folder: str, pulled: Path) -> tuple[RunnerReport, list[torch.Tensor]]:
         """Pull the program's folder into `pulled`, remove it from the device, and read its report and outputs."""
         pulled.mkdir(exist_ok=True)
         self._pull(folder, pulled)

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from audiodeploy.bench.errors import BenchError
+from audiodeploy.bench.results import SshDevice, SshTransportDescription
 from audiodeploy.bench.transports.base import Log, last_line, quiet
 from audiodeploy.bench.transports.device import SshDestination
 from audiodeploy.bench.transports.project_runner import build_for_device
@@ -134,18 +135,19 @@ class SshTransport(RemoteRunnerTransport):
             )
         return lines[0], lines[1]
 
-    def describe(self) -> dict:
-        return {
-            "kind": self.kind,
-            "host": self.destination.host,
-            "user": self.destination.user,
-            "port": self.destination.port,
-            "runtime": "audiodeploy-runner (C++, ExecuTorch runtime from the executorch wheel) over ssh",
-            "target": self.built.target,
-            "runner": str(self.built.directory),
-            "executorch": self.built.executorch_version,
-            "device": dict(self.device),
-        }
+    def describe(self) -> SshTransportDescription:
+        device = self.device
+        return SshTransportDescription(
+            kind="ssh",
+            host=self.destination.host,
+            user=self.destination.user,
+            port=self.destination.port,
+            runtime="audiodeploy-runner (C++, ExecuTorch runtime from the executorch wheel) over ssh",
+            target=self.built.target,
+            runner=str(self.built.directory),
+            executorch=self.built.executorch_version,
+            device=SshDevice(hostname=device["hostname"], machine=device["machine"], cpu=self.cpu) if device else None,
+        )
 
     def _remote(self, path: str) -> str:
         """`path` on the board, as scp names it."""

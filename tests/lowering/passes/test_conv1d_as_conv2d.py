@@ -76,8 +76,12 @@ def test_does_nothing_on_a_computed_weight():
 def test_int8_dynamic_grouped_weight_norm_conv_is_a_delegated_int8_gemm_at_two_lengths():
     torch.manual_seed(0)
     module = PositionalConv().eval()
+    int8 = audiodeploy.Quantization(audiodeploy.QuantizationScheme.INT8_DYNAMIC)
     lowered = audiodeploy.lower(
-        module, (torch.randn(1, 32, 50),), dynamic_shapes=({2: FRAMES},), quantize="int8-dynamic"
+        module,
+        (torch.randn(1, 32, 50),),
+        dynamic_shapes=({2: FRAMES},),
+        options=audiodeploy.LoweringOptions(quantization=int8),
     )
     method = lowered.report.methods["forward"]
     assert (method.delegates, method.ops_outside_delegates) == (1, {}), str(lowered.report)

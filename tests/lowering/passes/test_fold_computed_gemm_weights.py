@@ -147,7 +147,7 @@ def test_fp32_weight_norm_conv1d_pte_is_smaller_with_fold():
     module = weight_norm(torch.nn.Conv1d(32, 32, 16, padding=8, groups=2), dim=2).eval()
     x = torch.randn(1, 32, 50)
     folded = audiodeploy.lower(module, (x,))
-    stock = audiodeploy.lower(module, (x,), fold=False)
+    stock = audiodeploy.lower(module, (x,), options=audiodeploy.LoweringOptions(fold=False))
     assert folded.report.pte_bytes < stock.report.pte_bytes
     assert stock.report.methods["forward"].gemms_not_delegated  # the reason the fold exists
 

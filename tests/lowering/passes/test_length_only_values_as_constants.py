@@ -96,7 +96,8 @@ def test_at_one_length_the_bias_is_stored_whole_and_fp32_and_int8_dynamic_are_on
     assert (report.delegates, report.ops_outside_delegates) == (1, {})
     assert "LengthOnlyValuesAsConstantsPass" in report.rewrites
     # Left computed, the quantizer turned the bucket arithmetic's numbers into float tensors and calibration failed.
-    lowered = audiodeploy.lower(module, (x,), quantize="int8-dynamic")
+    int8 = audiodeploy.Quantization(audiodeploy.QuantizationScheme.INT8_DYNAMIC)
+    lowered = audiodeploy.lower(module, (x,), options=audiodeploy.LoweringOptions(quantization=int8))
     method = lowered.report.methods["forward"]
     assert (method.delegates, method.ops_outside_delegates) == (1, {}), str(lowered.report)
     with torch.no_grad():

@@ -58,7 +58,9 @@ def test_fp32_packed_weight_is_stored_once_in_its_pieces():
     module = PackedProjection().eval()
     x = torch.randn(1, 10, 16)
     rewritten = audiodeploy.lower(module, (x,), dynamic_shapes=({1: FRAMES},))
-    stock = audiodeploy.lower(module, (x,), dynamic_shapes=({1: FRAMES},), rewrite=False)
+    stock = audiodeploy.lower(
+        module, (x,), dynamic_shapes=({1: FRAMES},), options=audiodeploy.LoweringOptions(rewrite=False)
+    )
     assert_matches_eager(rewritten, module, (x,))
     packed_bytes = (48 * 16 + 48) * 4
     assert len(rewritten.buffer) < len(stock.buffer) + packed_bytes // 2
