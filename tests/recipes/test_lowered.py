@@ -2,7 +2,14 @@
 and the .pte matches eager within the recipe's tolerance at the shortest and longest input.
 
 wav2vec2 and HuBERT, the models the graph rewrites of ``audiodeploy.lowering.passes`` exist for, are one
-delegate with nothing outside over the recipes' full 1-10 s range."""
+delegate with nothing outside over the recipes' full 1-10 s range.
+
+One lowering per distinct graph: torchaudio's wav2vec2 and HuBERT write, after export and the rewrites, the graph
+transformers' do, node for node (every op and every shape; transformers adds one unused parameter). What XNNPACK
+delegates and how the fold goes are decided by that graph, so their torchaudio source is checked on it: the same
+graph as the lowered transformers one, and the same numbers as torchaudio's eager module at both ends of the
+range. WavLM's two sources write different graphs (torchaudio's attention uses ``baddbmm``) and both are lowered.
+(A tiny lowering is 15-20 s of CPU here; these four would be a tenth of the suite's.)"""
 
 from __future__ import annotations
 
@@ -10,7 +17,8 @@ import pytest
 import torch
 
 from audiodeploy import recipes
-from tests.pipeline import lowered_tiny_recipe, run_lowered
+from audiodeploy.lowering.passes import rewrite_for_xnnpack
+from tests.pipeline import export_aten, lowered_tiny_recipe, run_lowered
 
 GEMM_OPS = {"aten.convolution", "aten.linear", "aten.addmm", "aten.mm"}
 
@@ -36,13 +44,18 @@ CUT = {
 # Recipes lowered whole, every variant and source: one delegate, nothing outside.
 WHOLE = {"wav2vec2", "hubert"}
 
-CASES = [
+# Families whose torchaudio source writes the transformers source's graph (see the module's docstring).
+SAME_GRAPH_AS_TRANSFORMERS = {"wav2vec2", "hubert"}
+
+TINY = [
     (name, variant, source)
     for name in recipes.available()
     for variant in recipes.get(name).variant_names(include_hidden=True)
     if variant.startswith("tiny")
     for source in recipes.get(name).sources
 ]
+CASES = [case for case in TINY if not (case[0] in SAME_GRAPH_AS_TRANSFORMERS and case[2] == "torchaudio")]
+SAME_GRAPH = [case for case in TINY if case not in CASES]
 
 
 @pytest.mark.parametrize("name, variant, source", CASES, ids=["-".join(case) for case in CASES])
@@ -63,3 +76,38 @@ def test_fp32_tiny_recipe_lowers_with_every_gemm_delegated_and_matches_eager(nam
         with torch.no_grad():
             expected = built.module(*inputs)
         torch.testing.assert_close(run_lowered(lowered, inputs), expected, atol=built.atol, rtol=0)
+
+
+def rewritten(built: recipes.BuiltModel) -> torch.export.ExportedProgram:
+    """The ATen program ``lower()`` partitions: exported over the recipe's range, then rewritten for XNNPACK."""
+    program = export_aten(built.module, built.example_inputs, built.dynamic_shapes)
+    rewrite_for_xnnpack(program)
+    return program
+
+
+def computation(program: torch.export.ExportedProgram) -> list[tuple[str, str]]:
+    """Every op of ``program`` in order with the shape it makes (symbols included), and the inputs' shapes."""
+    nodes = []
+    for node in program.graph.nodes:
+        value = node.meta.get("val")
+        shape = str(tuple(value.shape)) if isinstance(value, torch.Tensor) else repr(type(value).__name__)
+        if node.op == "call_function" and node.target is not torch.ops.aten._assert_tensor_metadata.default:
+            nodes.append((str(node.target), shape))
+        elif node.op == "placeholder" and node.name in program.graph_signature.user_inputs:
+            nodes.append(("input", shape))
+    return nodes
+
+
+@pytest.mark.parametrize("name, variant, source", SAME_GRAPH, ids=["-".join(case) for case in SAME_GRAPH])
+def test_fp32_tiny_recipe_writes_the_lowered_graph_of_its_transformers_source_and_matches_eager(name, variant, source):
+    built = recipes.get(name).build(variant=variant, source=source)
+    program = rewritten(built)
+    transformers = rewritten(recipes.get(name).build(variant=variant, source="transformers"))
+    assert computation(program) == computation(transformers)
+    # and that graph lowered: every GEMM delegated, one delegate (the transformers case of the test above)
+    assert (name, variant, "transformers") in CASES
+    module = program.module(check_guards=False)
+    for length in (built.input.min_length, built.input.max_length):
+        inputs = built.random_inputs(length, seed=length)
+        with torch.no_grad():
+            torch.testing.assert_close(module(*inputs), built.module(*inputs), atol=built.atol, rtol=0)
