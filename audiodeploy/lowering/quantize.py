@@ -46,6 +46,7 @@ take its parts as checked.
 from __future__ import annotations
 
 import fnmatch
+import functools
 import math
 import warnings
 from collections.abc import Callable, Mapping, Sequence
@@ -256,6 +257,24 @@ def _unguarded_module(ep: ExportedProgram) -> torch.fx.GraphModule:
     return ep.module(check_guards=False)
 
 
+@functools.cache
+def _post_training_quantizer() -> type:
+    """``XNNPACKQuantizer`` without its quantization-aware-training patterns (conv or conv_transpose, batch norm).
+
+    1.5.1 annotates every pattern for a static config, those four included, and each traces its pattern with
+    ``torch.export`` on every ``prepare_pt2e`` (12 exports: 2-4 s here, 95% of a sensitivity step of the tiny
+    wav2vec2). They match a batch norm in training mode only, which an exported inference program does not
+    hold (eval-mode batch norm is ``_native_batch_norm_legit_no_training``), so leaving them out annotates the
+    same nodes. A subclass, because the quantizer reads its patterns from this class attribute.
+    """
+    from executorch.backends.xnnpack.quantizer.xnnpack_quantizer import XNNPACKQuantizer
+
+    class PostTrainingXnnpackQuantizer(XNNPACKQuantizer):
+        SUPPORTED_PATTERNS = [pattern for pattern in XNNPACKQuantizer.SUPPORTED_PATTERNS if not pattern.is_qat]
+
+    return PostTrainingXnnpackQuantizer
+
+
 def _convert(
     graph_module: torch.fx.GraphModule,
     scheme: QuantizationScheme,
@@ -264,16 +283,13 @@ def _convert(
     progress: Progress | None = None,
 ) -> tuple[torch.fx.GraphModule, _GemmFilter]:
     """``prepare_pt2e``, run ``calibration``, ``convert_pt2e``: the converted module and the filter used."""
-    from executorch.backends.xnnpack.quantizer.xnnpack_quantizer import (
-        XNNPACKQuantizer,
-        get_symmetric_quantization_config,
-    )
+    from executorch.backends.xnnpack.quantizer.xnnpack_quantizer import get_symmetric_quantization_config
     from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
 
     dynamic = scheme is QuantizationScheme.INT8_DYNAMIC
     config = get_symmetric_quantization_config(is_per_channel=True, is_dynamic=dynamic)
     kept = make_filter(graph_module)
-    quantizer = XNNPACKQuantizer().set_filter_function(kept)
+    quantizer = _post_training_quantizer()().set_filter_function(kept)
     if dynamic:
         quantizer.set_global(config)
     else:

@@ -319,3 +319,40 @@ def test_int8_dynamic_tiny_wav2vec2_is_one_delegate_and_agrees_with_fp32_argmax(
         references = [built.module(*case) for case in held_out]
     actuals = [run_lowered(lowered, case) for case in held_out]
     assert fidelity.measure(references, actuals, {"argmax": fidelity.frame_argmax_agreement})["argmax"] >= 0.9
+
+
+class ConvBatchNormLinear(torch.nn.Module):
+    """Every pattern kind the static quantizer knows: conv + batch norm + relu, conv_transpose, add, linear."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = torch.nn.Conv2d(2, 4, 3)
+        self.norm = torch.nn.BatchNorm2d(4)
+        self.up = torch.nn.ConvTranspose2d(4, 4, 2, stride=2)
+        self.linear = torch.nn.Linear(8, 8)
+
+    def forward(self, x):
+        y = torch.relu(self.norm(self.conv(x)))
+        return self.linear(self.up(y) + 1.0)
+
+
+def test_the_post_training_quantizer_annotates_what_xnnpacks_does_without_tracing_training_patterns():
+    from executorch.backends.xnnpack.quantizer.xnnpack_quantizer import (
+        XNNPACKQuantizer,
+        get_symmetric_quantization_config,
+    )
+
+    from audiodeploy.lowering.quantize import _post_training_quantizer
+
+    def annotations(quantizer_class: type) -> dict[str, str]:
+        module = torch.nn.Sequential(ConvBatchNormLinear()).eval()
+        graph_module = export_aten(module, (torch.randn(1, 2, 6, 6),)).module()
+        quantizer = quantizer_class().set_global(get_symmetric_quantization_config(is_per_channel=True))
+        quantizer.annotate(graph_module)
+        annotated = [n for n in graph_module.graph.nodes if "quantization_annotation" in n.meta]
+        return {n.name: repr(n.meta["quantization_annotation"]) for n in annotated}
+
+    stock = annotations(XNNPACKQuantizer)
+    assert len(stock) >= 4  # the GEMMs, the batch norm's relu, the add
+    assert annotations(_post_training_quantizer()) == stock
+    assert not any(pattern.is_qat for pattern in _post_training_quantizer().SUPPORTED_PATTERNS)
