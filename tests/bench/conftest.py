@@ -13,6 +13,8 @@ import pytest
 import torch
 
 import audiodeploy
+from tests.cli import OFFLINE
+from tests.cli import audiodeploy as run_command
 from tests.native.conftest import (  # noqa: F401  (fixtures)
     android_bundle,
     arm64_runner,
@@ -20,6 +22,7 @@ from tests.native.conftest import (  # noqa: F401  (fixtures)
     runner_cache,
     tiny_program,
 )
+from tests.shared import shared_directory
 
 HERE = Path(__file__).resolve().parent
 
@@ -32,6 +35,27 @@ def linear_pte(tmp_path_factory) -> Path:
     path = tmp_path_factory.mktemp("pte") / "linear.pte"
     audiodeploy.lower(module, (torch.randn(1, 8),)).save(path)
     return path
+
+
+@pytest.fixture(scope="session")
+def tiny_wav2vec2_bench() -> tuple[str, Path]:
+    """The issue's command on wav2vec2's tiny variant, every runtime compared in one interleaved run (fp32 and
+    int8), with its table (stdout), ``r.json`` and ``r.png``; run once per test run, read by test_cli_bench.py
+    and test_int8.py (a run lowers the model twice and exports it to ONNX twice)."""
+
+    def bench(folder: Path) -> None:
+        compare = "stock,eager,onnxruntime,audiodeploy-int8,onnxruntime-int8"
+        result = run_command(
+            *("bench", "wav2vec2", "--variant", "tiny", "--compare", compare, "--json", "r.json", "--plot", "r.png"),
+            *("--runs", "3", "--warmup", "1", "--stock-runs", "2", "--stock-warmup", "0"),
+            cwd=folder,
+            env={key: value for key, value in OFFLINE.items() if key != "OMP_WAIT_POLICY"},
+        )
+        assert result.returncode == 0, result.stderr
+        (folder / "stdout.txt").write_text(result.stdout)
+
+    folder = shared_directory("bench-wav2vec2-tiny", bench)
+    return (folder / "stdout.txt").read_text(), folder
 
 
 class FakeAdb:

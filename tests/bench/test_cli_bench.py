@@ -15,6 +15,9 @@ from audiodeploy.bench.results import validate
 
 from .conftest import FakeAdb
 
+# tests/bench/conftest.py's tiny_wav2vec2_bench compares these and, after them, the two int8 runtimes (test_int8.py).
+FP32_RUNTIMES = ("audiodeploy", "stock", "eager", "onnxruntime")
+
 
 def audiodeploy(
     *args: str, env: dict[str, str | None] | None = None, cwd: Path | None = None
@@ -40,49 +43,19 @@ def assert_clean_error(result: subprocess.CompletedProcess[str], *words: str) ->
         assert word in lines[0], lines[0]
 
 
-@pytest.fixture(scope="module")
-def compared(tmp_path_factory):
-    """The issue's command, on wav2vec2's tiny variant."""
-    directory = tmp_path_factory.mktemp("bench")
-    result = audiodeploy(
-        "bench",
-        "wav2vec2",
-        "--variant",
-        "tiny",
-        "--compare",
-        "stock,eager,onnxruntime",
-        "--json",
-        "r.json",
-        "--plot",
-        "r.png",
-        "--runs",
-        "3",
-        "--warmup",
-        "1",
-        "--stock-runs",
-        "2",
-        "--stock-warmup",
-        "0",
-        cwd=directory,
-        env={"OMP_WAIT_POLICY": None},
-    )
-    assert result.returncode == 0, result.stderr
-    return result, directory
+def test_compare_prints_a_table_with_every_runtime_and_ratio(tiny_wav2vec2_bench):
+    stdout, _ = tiny_wav2vec2_bench
+    for name in FP32_RUNTIMES:
+        assert f"\n{name} " in stdout
+    assert "audiodeploy/this" in stdout and "faster" in stdout
 
 
-def test_compare_prints_a_table_with_every_runtime_and_ratio(compared):
-    result, _ = compared
-    for name in ("audiodeploy", "stock", "eager", "onnxruntime"):
-        assert f"\n{name} " in result.stdout
-    assert "audiodeploy/this" in result.stdout and "faster" in result.stdout
-
-
-def test_compare_json_holds_every_runtimes_figures_and_the_ratios(compared):
-    _, directory = compared
+def test_compare_json_holds_every_runtimes_figures_and_the_ratios(tiny_wav2vec2_bench):
+    _, directory = tiny_wav2vec2_bench
     record = validate(json.loads((directory / "r.json").read_text()))
     assert record["machine"]["command"].startswith("audiodeploy bench wav2vec2 --variant tiny")
     assert record["machine"]["omp_wait_policy"] == "PASSIVE"  # bench re-ran itself so that OpenMP threads sleep
-    assert list(record["runtimes"]) == ["audiodeploy", "stock", "eager", "onnxruntime"]
+    assert list(record["runtimes"]) == [*FP32_RUNTIMES, "audiodeploy-int8", "onnxruntime-int8"]
     assert record["runtimes"]["stock"]["ops_outside_delegates"].get("aten.convolution") == 1
     assert "aten.convolution" not in record["runtimes"]["audiodeploy"]["ops_outside_delegates"]
     (case,) = record["cases"]
@@ -92,17 +65,17 @@ def test_compare_json_holds_every_runtimes_figures_and_the_ratios(compared):
         assert latency["min_s"] <= latency["median_s"] <= latency["p90_s"] <= latency["max_s"], name
         assert latency["runs"] == (2 if name == "stock" else 3)
         assert figures["rtf"] == pytest.approx(latency["median_s"])
-        assert figures["max_abs_diff_vs_eager"] < 1e-4
+        assert figures["max_abs_diff_vs_eager"] < (1e-4 if name in FP32_RUNTIMES else 1.0)  # int8: test_int8.py
         assert figures["peak_rss_bytes"] is None or figures["peak_rss_bytes"] >= 0
         assert (figures["load_s"] is None) == (name == "eager")
-    assert set(case["ratios"]) == {"audiodeploy/stock", "audiodeploy/eager", "audiodeploy/onnxruntime"}
+    assert set(case["ratios"]) == {f"audiodeploy/{name}" for name in list(case["runtimes"])[1:]}
     assert case["ratios"]["audiodeploy/stock"] == pytest.approx(
         case["runtimes"]["audiodeploy"]["latency"]["median_s"] / case["runtimes"]["stock"]["latency"]["median_s"]
     )
 
 
-def test_compare_writes_a_png_chart(compared):
-    _, directory = compared
+def test_compare_writes_a_png_chart(tiny_wav2vec2_bench):
+    _, directory = tiny_wav2vec2_bench
     png = (directory / "r.png").read_bytes()
     assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 10_000
 
