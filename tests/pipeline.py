@@ -1,15 +1,32 @@
-"""The pipeline every lowering test reads as: lower, run the .pte with ExecuTorch, compare with eager."""
+"""The pipeline every lowering test reads as: lower, run the .pte with ExecuTorch, compare with eager.
+
+A pass test lowers end to end once per pass (:func:`lower_and_compare`, :func:`lower_stock_and_rewritten`): that
+is what shows XNNPACK delegating the rewritten form and declining the original. Its other tests assert on the
+rewritten ATen program, as ExecuTorch's ``Tester`` does with ``check_count`` and ``check_not``:
+:func:`rewritten` applies what ``lower()`` applies before edge lowering, :func:`assert_op_counts` counts its ops
+and :func:`assert_program_matches_eager` runs it in PyTorch; no lowering, no .pte.
+"""
 
 from __future__ import annotations
 
 import functools
-from collections.abc import Sequence
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import torch
+from torch.export import ExportedProgram
 
 import audiodeploy
 from audiodeploy.lowering import LoweredProgram, MethodReport
+from audiodeploy.lowering.passes import rewrite_for_xnnpack
+from audiodeploy.lowering.passes.fold_computed_gemm_weights import (
+    AppliedFold,
+    FoldRejection,
+    apply_folds,
+    plan_folds,
+)
 from audiodeploy.runtime import Program
 from tests.shared import shared_value
 
@@ -59,6 +76,121 @@ def lower_and_compare(
     for case in (inputs, *also_run):
         assert_matches_eager(lowered, module, case, atol=atol)
     return lowered.report.methods["forward"]
+
+
+def lower_stock_and_rewritten(
+    module: torch.nn.Module,
+    inputs: tuple[torch.Tensor, ...],
+    rewrite: str,
+    *,
+    dynamic_shapes: Any = None,
+    also_run: Sequence[tuple[torch.Tensor, ...]] = (),
+    atol: float = FP32_ATOL,
+) -> tuple[MethodReport, MethodReport]:
+    """A rewrite's end-to-end test: ``module`` lowered stock (``rewrite=False``) and with the rewrites, both run and
+    compared with eager (the rewritten one on ``also_run`` too, within ``atol``); the rewritten one is one delegate
+    with nothing outside, and ``rewrite`` (a pass's class name) changed it. The stock report, to say what XNNPACK
+    declines, and the rewritten one."""
+    stock = lower_and_compare(module, inputs, rewrite=False, dynamic_shapes=dynamic_shapes)
+    report = lower_and_compare(module, inputs, dynamic_shapes=dynamic_shapes, also_run=also_run, atol=atol)
+    assert (report.delegates, report.ops_outside_delegates) == (1, {}), report
+    assert rewrite in report.rewrites, report.rewrites
+    return stock, report
+
+
+@dataclass(frozen=True)
+class RewrittenProgram:
+    """The ATen program ``lower()`` hands to edge lowering, and what was done to it on the way."""
+
+    program: ExportedProgram
+    changed: tuple[str, ...]
+    """The rewrites that changed it, in order: a lowering's ``report.rewrites``."""
+    folds: tuple[AppliedFold, ...]
+    """The folds applied (all planned ones): a lowering's ``report.folds`` where XNNPACK takes each GEMM."""
+    not_folded: tuple[FoldRejection, ...]
+    """The GEMMs the fold's plan rejected, with the reason: a lowering's ``report.not_folded``."""
+
+
+def rewritten(
+    module: torch.nn.Module, inputs: tuple[torch.Tensor, ...], dynamic_shapes: Any = None, *, fold: bool = True
+) -> RewrittenProgram:
+    """``module`` exported and rewritten as ``lower()`` does it before edge lowering: ``rewrite_for_xnnpack``, then
+    (``fold``, the default as in ``lower()``) every fold ``plan_folds`` finds, applied."""
+    program = export_aten(module, inputs, dynamic_shapes)
+    changed = rewrite_for_xnnpack(program).changed
+    if not fold:
+        return RewrittenProgram(program, changed, (), ())
+    plan = plan_folds(program)
+    folded, applied = apply_folds(program, plan.candidates)
+    return RewrittenProgram(folded, changed, tuple(applied), plan.rejections)
+
+
+def op_counts(program: ExportedProgram) -> Counter[str]:
+    """How many times each op the outputs of ``program`` depend on is called, by name: ``"aten.conv2d.default"``.
+
+    Ops the outputs do not depend on are left out: edge lowering drops them. The rewrites' dead-code elimination
+    keeps those an ``_assert_tensor_metadata`` reads (``.to(memory_format=...)`` writes one; it has side effects),
+    so an op a rewrite replaced can still be in the graph, read by that alone.
+    """
+    (output,) = program.graph.find_nodes(op="output")
+    live, stack = set(), [output]
+    while stack:
+        node = stack.pop()
+        for arg in node.all_input_nodes:
+            if arg not in live:
+                live.add(arg)
+                stack.append(arg)
+    return Counter(
+        str(node.target) if isinstance(node.target, torch._ops.OpOverload) else getattr(node.target, "__name__", "?")
+        for node in program.graph.nodes
+        if node.op == "call_function" and node in live
+    )
+
+
+def assert_op_counts(program: ExportedProgram, expected: Mapping[str, int]) -> None:
+    """Each op of ``expected`` is called that many times in ``program`` (0: not at all); ``check_count`` and
+    ``check_not`` of ExecuTorch's ``Tester``. The other ops are not looked at."""
+    counts = op_counts(program)
+    assert {op: counts[op] for op in expected} == dict(expected), dict(counts)
+
+
+def assert_program_matches_eager(
+    program: ExportedProgram,
+    module: torch.nn.Module,
+    cases: Sequence[tuple[torch.Tensor, ...]],
+    atol: float = FP32_ATOL,
+    rtol: float = FP32_RTOL,
+) -> None:
+    """``program`` (an ATen program, run by PyTorch) gives what eager ``module`` gives on each of ``cases``.
+
+    Run without its input guards, as ``quantize._unguarded_module`` does: the fold's fake-tensor runs narrow the
+    shape environment (a folded transposed convolution exported for 8-400 frames guards ``1024 * frames <= 20480``)
+    and the guards would refuse lengths of the exported range; the cases are taken from that range.
+    """
+    run = program.module(check_guards=False)
+    for case in cases:
+        with torch.no_grad():
+            expected, actual = module(*case), run(*case)
+        torch.testing.assert_close(actual, expected, atol=atol, rtol=rtol)
+
+
+def assert_rewrites(
+    module: torch.nn.Module,
+    cases: Sequence[tuple[torch.Tensor, ...]],
+    rewrite: str,
+    counts: Mapping[str, int],
+    *,
+    dynamic_shapes: Any = None,
+    atol: float = FP32_ATOL,
+) -> RewrittenProgram:
+    """A rewrite's test on the graph: ``module`` exported on the first of ``cases`` and rewritten as ``lower()``
+    does (:func:`rewritten`); ``rewrite`` (a pass's class name) changed it, the ops of ``counts`` are called that
+    many times (:func:`assert_op_counts`) and it gives eager's numbers on every case. The rewritten program."""
+    result = rewritten(module, cases[0], dynamic_shapes)
+    assert rewrite in result.changed, result.changed
+    assert_op_counts(result.program, counts)
+    assert_program_matches_eager(result.program, module, cases, atol=atol)
+    return result
 
 
 def lowered_tiny_recipe(

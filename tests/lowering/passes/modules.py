@@ -5,6 +5,13 @@ from __future__ import annotations
 import math
 
 import torch
+from torch.export import Dim
+
+from audiodeploy.lowering import MethodReport
+from tests.pipeline import lower_stock_and_rewritten
+
+ATTENTION_FRAMES = Dim("frames", min=8, max=64)
+"""The lengths the attention tests export an utterance's features ``[1, T, 32]`` for."""
 
 
 def relative_position_buckets(length: int, num_buckets: int = 16, max_distance: int = 64) -> torch.Tensor:
@@ -20,3 +27,20 @@ def relative_position_buckets(length: int, num_buckets: int = 16, max_distance: 
     )
     large = torch.min(large, torch.full_like(large, half - 1))
     return buckets + torch.where(distance < exact, distance, large)
+
+
+def attention_ends() -> list[tuple[torch.Tensor]]:
+    """Features ``[1, T, 32]`` at the shortest and the longest length of :data:`ATTENTION_FRAMES`."""
+    return [(torch.randn(1, ATTENTION_FRAMES.min, 32),), (torch.randn(1, ATTENTION_FRAMES.max, 32),)]
+
+
+def lower_attention_stock_and_rewritten(module: torch.nn.Module, rewrite: str) -> MethodReport:
+    """An attention's end-to-end test: ``module`` on features ``[1, T, 32]`` lowered over :data:`ATTENTION_FRAMES`
+    stock and with the rewrites, the rewritten one run at 20 frames and both ends and one delegate that ``rewrite``
+    changed (:func:`~tests.pipeline.lower_stock_and_rewritten`); the stock report."""
+    x = torch.randn(1, 20, 32)
+    dynamic_shapes = ({1: ATTENTION_FRAMES},)
+    stock, _ = lower_stock_and_rewritten(
+        module, (x,), rewrite, dynamic_shapes=dynamic_shapes, also_run=attention_ends()
+    )
+    return stock

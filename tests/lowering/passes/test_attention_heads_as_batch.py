@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 import torch
-from torch.export import Dim
 
 from audiodeploy.lowering.passes.attention_heads_as_batch import AttentionHeadsAsBatchPass
-from tests.pipeline import export_aten, lower_and_compare
-
-FRAMES = Dim("frames", min=8, max=64)
+from tests.lowering.passes.modules import lower_attention_stock_and_rewritten
+from tests.pipeline import assert_rewrites, export_aten
 
 
 class EagerAttention(torch.nn.Module):
@@ -33,24 +31,14 @@ class EagerAttention(torch.nn.Module):
 
 def test_fp32_attention_over_dynamic_length_is_one_delegate():
     torch.manual_seed(0)
-    module = EagerAttention().eval()
-    x = torch.randn(1, 20, 32)
-    stock = lower_and_compare(module, (x,), rewrite=False, dynamic_shapes=({1: FRAMES},))
+    stock = lower_attention_stock_and_rewritten(EagerAttention().eval(), "AttentionHeadsAsBatchPass")
     assert stock.delegates > 1 and stock.ops_outside_delegates.get("aten.expand_copy") == 4  # 2 per matmul
-    report = lower_and_compare(
-        module,
-        (x,),
-        dynamic_shapes=({1: FRAMES},),
-        also_run=[(torch.randn(1, 8, 32),), (torch.randn(1, 64, 32),)],
-    )
-    assert (report.delegates, report.ops_outside_delegates) == (1, {})
-    assert "AttentionHeadsAsBatchPass" in report.rewrites
 
 
-def test_fp32_static_attention_is_one_delegate():
+def test_fp32_static_attention_is_written_as_3d_bmms():
     torch.manual_seed(0)
-    report = lower_and_compare(EagerAttention().eval(), (torch.randn(1, 20, 32),))
-    assert (report.delegates, report.ops_outside_delegates) == (1, {})
+    counts = {"aten.matmul.default": 0, "aten.bmm.default": 2}
+    assert_rewrites(EagerAttention().eval(), [(torch.randn(1, 20, 32),)], "AttentionHeadsAsBatchPass", counts)
 
 
 def test_does_nothing_on_a_batch_of_two():

@@ -1,7 +1,8 @@
 """Layer norm, group norm and variance written with means: delegated whole, and the same numbers as eager.
 
-Every lowering test runs the .pte with ExecuTorch's runtime and compares with eager
-PyTorch at the shortest and longest length of the exported range.
+The layer norm is lowered, its .pte run with ExecuTorch's runtime; the other norms are checked on the rewritten
+program, run by PyTorch. Both are compared with eager PyTorch at the shortest and longest length of the exported
+range.
 """
 
 from __future__ import annotations
@@ -10,9 +11,11 @@ import torch
 from torch.export import Dim
 
 from audiodeploy.lowering.passes.decompose_normalization import DecomposeNormalizationPass
-from tests.pipeline import export_aten, lower_and_compare
+from tests.pipeline import assert_rewrites, export_aten, lower_stock_and_rewritten
 
 FRAMES = Dim("frames", min=8, max=64)
+SAMPLES = Dim("samples", min=400, max=4000)
+NORMS = ("aten.layer_norm.default", "aten.group_norm.default", "aten.var.correction", "aten.var.dim")
 
 
 class LayerNormBlock(torch.nn.Module):
@@ -63,63 +66,45 @@ def randomized(module: torch.nn.Module) -> torch.nn.Module:
     return module.eval()
 
 
+def assert_written_in_means(module, cases, dynamic_shapes, written: dict[str, int]) -> None:
+    """``module`` rewritten: no norm or variance left, the ops ``written`` (its means: a linear over a fixed count,
+    global average pooling over a dynamic one) and eager's numbers on each case (the first, the example)."""
+    counts = {**dict.fromkeys(NORMS, 0), **written}
+    assert_rewrites(module, cases, "DecomposeNormalizationPass", counts, dynamic_shapes=dynamic_shapes)
+
+
 def test_fp32_layer_norm_over_dynamic_length_is_one_delegate():
     module = randomized(LayerNormBlock())
-    x = torch.randn(1, 20, 32)
-    stock = lower_and_compare(module, (x,), rewrite=False, dynamic_shapes=({1: FRAMES},))
+    ends = [(torch.randn(1, 8, 32),), (torch.randn(1, 64, 32),)]
+    stock, _ = lower_stock_and_rewritten(
+        module, (torch.randn(1, 20, 32),), "DecomposeNormalizationPass", dynamic_shapes=({1: FRAMES},), also_run=ends
+    )
     assert stock.ops_outside_delegates.get("aten.native_layer_norm") == 1
-    report = lower_and_compare(
-        module, (x,), dynamic_shapes=({1: FRAMES},), also_run=[(torch.randn(1, 8, 32),), (torch.randn(1, 64, 32),)]
-    )
-    assert (report.delegates, report.ops_outside_delegates) == (1, {})
-    assert "DecomposeNormalizationPass" in report.rewrites
 
 
-def test_fp32_layer_norm_as_the_program_output():
+def test_fp32_layer_norm_as_the_program_output_is_written_in_means():
     module = randomized(torch.nn.Sequential(torch.nn.Linear(32, 32), torch.nn.LayerNorm(32)))
-    report = lower_and_compare(
-        module, (torch.randn(1, 20, 32),), dynamic_shapes=({1: FRAMES},), also_run=[(torch.randn(1, 64, 32),)]
-    )
-    assert (report.delegates, report.ops_outside_delegates) == (1, {})
+    cases = [(torch.randn(1, n, 32),) for n in (20, 8, 64)]
+    # The module's linear, and the two means over the channels.
+    assert_written_in_means(module, cases, ({1: FRAMES},), {"aten.linear.default": 3})
 
 
-def test_fp32_group_norm_per_channel_over_dynamic_length_is_one_delegate():
-    samples = Dim("samples", min=400, max=4000)
-    module = randomized(GroupNormFrontEnd(groups=16))
-    stock = lower_and_compare(module, (torch.randn(1, 1000),), rewrite=False, dynamic_shapes=({1: samples},))
-    assert stock.ops_outside_delegates.get("aten.native_group_norm") == 1
-    report = lower_and_compare(
-        module,
-        (torch.randn(1, 1000),),
-        dynamic_shapes=({1: samples},),
-        also_run=[(torch.randn(1, 400),), (torch.randn(1, 4000),)],
-    )
-    assert (report.delegates, report.ops_outside_delegates) == (1, {})
+def test_fp32_group_norm_per_channel_over_dynamic_length_is_written_in_means():
+    cases = [(torch.randn(1, n),) for n in (1000, 400, 4000)]
+    # Each channel a row [N, C, 1, L], its two means over dims (2, 3): global average pooling.
+    assert_written_in_means(randomized(GroupNormFrontEnd(groups=16)), cases, ({1: SAMPLES},), {"aten.mean.dim": 2})
 
 
-def test_fp32_group_norm_with_several_channels_per_group_is_one_delegate():
-    samples = Dim("samples", min=400, max=4000)
-    report = lower_and_compare(
-        randomized(GroupNormFrontEnd(groups=4)),
-        (torch.randn(1, 1000),),
-        dynamic_shapes=({1: samples},),
-        also_run=[(torch.randn(1, 4000),)],
-    )
-    assert (report.delegates, report.ops_outside_delegates) == (1, {})
+def test_fp32_group_norm_with_several_channels_per_group_is_written_in_means():
+    cases = [(torch.randn(1, n),) for n in (1000, 400, 4000)]
+    assert_written_in_means(randomized(GroupNormFrontEnd(groups=4)), cases, ({1: SAMPLES},), {"aten.mean.dim": 2})
 
 
-def test_fp32_waveform_mean_and_population_variance_are_one_delegate():
+def test_fp32_waveform_mean_and_population_variance_are_written_in_means():
     samples = Dim("samples", min=400, max=16000)
-    module = WaveformNormalization().eval()
-    stock = lower_and_compare(module, (torch.randn(1, 1000),), rewrite=False, dynamic_shapes=({1: samples},))
-    assert {"aten.mean", "aten.var"} <= set(stock.ops_outside_delegates)
-    report = lower_and_compare(
-        module,
-        (0.1 * torch.randn(1, 1000),),
-        dynamic_shapes=({1: samples},),
-        also_run=[(0.1 * torch.randn(1, 400),), (0.1 * torch.randn(1, 16000),)],
-    )
-    assert (report.delegates, report.ops_outside_delegates) == (1, {})
+    cases = [(0.1 * torch.randn(1, n),) for n in (1000, 400, 16000)]
+    # The module's own mean and the variance's two, each over the samples.
+    assert_written_in_means(WaveformNormalization().eval(), cases, ({1: samples},), {"aten.mean.dim": 3})
 
 
 class SampleVariance(torch.nn.Module):
@@ -128,8 +113,7 @@ class SampleVariance(torch.nn.Module):
 
 
 def test_fp32_sample_variance_keeps_bessels_correction():
-    report = lower_and_compare(SampleVariance(), (torch.randn(3, 10),))
-    assert (report.delegates, report.ops_outside_delegates) == (1, {})
+    assert_written_in_means(SampleVariance(), [(torch.randn(3, 10),)], None, {"aten.linear.default": 2})
 
 
 def test_does_nothing_without_normalization():

@@ -9,7 +9,7 @@ import torch.nn.functional as F
 from torch.export import Dim
 
 from audiodeploy.lowering.passes.depthwise_transposed_conv_as_phases import DepthwiseTransposedConvAsPhasesPass
-from tests.pipeline import export_aten, lower_and_compare
+from tests.pipeline import assert_rewrites, export_aten, lower_and_compare
 
 FRAMES = Dim("frames", min=8, max=64)
 
@@ -28,27 +28,38 @@ class DepthwiseUpsampler(torch.nn.Module):
         return torch.sin(y)
 
 
+def ends() -> list[tuple[torch.Tensor]]:
+    """Inputs at the shortest and the longest length of ``FRAMES``."""
+    return [(torch.randn(1, 8, 8),), (torch.randn(1, 8, 64),)]
+
+
+def test_fp32_bigvgan_depthwise_transposed_conv_over_dynamic_length_is_one_delegate():
+    torch.manual_seed(0)
+    module = DepthwiseUpsampler().eval()
+    report = lower_and_compare(module, (torch.randn(1, 8, 20),), dynamic_shapes=({2: FRAMES},), also_run=ends())
+    assert (report.delegates, report.ops_outside_delegates) == (1, {})
+    assert "DepthwiseTransposedConvAsPhasesPass" in report.rewrites
+
+
 @pytest.mark.parametrize(
     "options",
     [{}, {"kernel": 6, "stride": 3, "padding": 0, "bias": True}],
     ids=["bigvgan-k12-s2-p11", "k6-s3-p0-bias"],
 )
-def test_fp32_depthwise_transposed_conv_over_dynamic_length_is_one_delegate_of_stride_one_convs(options):
+def test_fp32_depthwise_transposed_conv_over_dynamic_length_is_stride_one_convs_equal_to_eager(options):
     torch.manual_seed(0)
     module = DepthwiseUpsampler(**options).eval()
     x = torch.randn(1, 8, 20)
-    report = lower_and_compare(
-        module, (x,), dynamic_shapes=({2: FRAMES},), also_run=[(torch.randn(1, 8, 8),), (torch.randn(1, 8, 64),)]
-    )
-    assert (report.delegates, report.ops_outside_delegates) == (1, {})
-    assert "DepthwiseTransposedConvAsPhasesPass" in report.rewrites
-
     ep = export_aten(module, (x,), dynamic_shapes=({2: FRAMES},))
     assert DepthwiseTransposedConvAsPhasesPass(ep)(ep.graph_module).modified
     targets = [node.target for node in ep.graph.nodes]
     assert torch.ops.aten.conv_transpose1d.default not in targets
     assert targets.count(torch.ops.aten.conv2d.default) == module.stride  # on one-column images
     assert len(ep.constants) == module.stride + (module.bias is not None)  # the original weight is dropped
+
+    counts = {"aten.conv_transpose1d.default": 0}
+    rewrite = "DepthwiseTransposedConvAsPhasesPass"
+    assert_rewrites(module, [(x,), *ends()], rewrite, counts, dynamic_shapes=({2: FRAMES},))
 
 
 def test_does_nothing_where_a_phase_would_need_a_crop_or_on_grouped_and_stride_one_convs():

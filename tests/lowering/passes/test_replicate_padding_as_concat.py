@@ -7,7 +7,7 @@ import torch.nn.functional as F
 from torch.export import Dim
 
 from audiodeploy.lowering.passes.replicate_padding_as_concat import ReplicatePaddingAsConcatPass
-from tests.pipeline import export_aten, lower_and_compare
+from tests.pipeline import assert_rewrites, export_aten, lower_stock_and_rewritten
 
 FRAMES = Dim("frames", min=4, max=64)
 
@@ -39,16 +39,15 @@ def test_fp32_replicate_padding_over_dynamic_length_is_one_delegate_and_exact():
     torch.manual_seed(0)
     module = PaddedLowPass().eval()
     x = torch.randn(1, 8, 20)
-    stock = lower_and_compare(module, (x,), rewrite=False, dynamic_shapes=({2: FRAMES},))
-    assert stock.delegates > 1 and "aten.index" in stock.ops_outside_delegates
-    report = lower_and_compare(
+    stock, report = lower_stock_and_rewritten(
         module,
         (x,),
+        "ReplicatePaddingAsConcatPass",
         dynamic_shapes=({2: FRAMES},),
         also_run=[(torch.randn(1, 8, 4),), (torch.randn(1, 8, 64),)],
         atol=1e-6,
     )
-    assert (report.delegates, report.ops_outside_delegates) == (1, {})
+    assert stock.delegates > 1 and "aten.index" in stock.ops_outside_delegates
     # The rest keep the selector's two chained convolutions on one image.
     assert report.rewrites[0] == "ReplicatePaddingAsConcatPass" and "ConvChainsAsImagesPass" in report.rewrites
 
@@ -63,16 +62,16 @@ def test_paddings_of_one_length_share_one_selector():
     assert targets.count(torch.ops.aten.conv1d.default) == 3
 
 
-def test_fp32_replicate_padding_of_a_fixed_length_or_a_batch_is_one_delegate():
+def test_fp32_replicate_padding_of_a_fixed_length_or_a_batch_is_written_as_concatenations():
     torch.manual_seed(0)
     module = PaddedLowPass().eval()
-    fixed = lower_and_compare(module, (torch.randn(1, 8, 20),), atol=1e-6)
-    assert (fixed.delegates, fixed.ops_outside_delegates) == (1, {})
+    # At one length the edges are static slices: no selector.
+    fixed = {"aten.pad.default": 0, "aten.cat.default": 2, "aten.bmm.default": 0}
+    assert_rewrites(module, [(torch.randn(1, 8, 20),)], "ReplicatePaddingAsConcatPass", fixed, atol=1e-6)
     # Two signals: the rows of [2, 8, T] are viewed as [1, 16, T] for the selection.
-    batch = lower_and_compare(
-        module, (torch.randn(2, 8, 20),), dynamic_shapes=({2: FRAMES},), also_run=[(torch.randn(2, 8, 33),)], atol=1e-6
-    )
-    assert (batch.delegates, batch.ops_outside_delegates) == (1, {})
+    batch = [(torch.randn(2, 8, n),) for n in (20, 4, 64)]
+    counts = {"aten.pad.default": 0, "aten.cat.default": 2, "aten.bmm.default": 2}
+    assert_rewrites(module, batch, "ReplicatePaddingAsConcatPass", counts, dynamic_shapes=({2: FRAMES},), atol=1e-6)
 
 
 def test_does_nothing_on_constant_or_reflect_padding_or_padding_of_two_dimensions():

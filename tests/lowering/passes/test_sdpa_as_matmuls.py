@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
-from torch.export import Dim
 
 from audiodeploy.lowering.passes.sdpa_as_matmuls import SdpaAsMatmulsPass
-from tests.lowering.passes.modules import relative_position_buckets
-from tests.pipeline import export_aten, lower_and_compare
-
-FRAMES = Dim("frames", min=8, max=64)
+from tests.lowering.passes.modules import (
+    ATTENTION_FRAMES,
+    attention_ends,
+    lower_attention_stock_and_rewritten,
+    relative_position_buckets,
+)
+from tests.pipeline import assert_rewrites, export_aten
 
 
 class SdpaAttention(torch.nn.Module):
@@ -34,24 +36,15 @@ class SdpaAttention(torch.nn.Module):
 
 def test_fp32_unmasked_sdpa_over_dynamic_length_is_one_delegate():
     torch.manual_seed(0)
-    module = SdpaAttention().eval()
-    x = torch.randn(1, 20, 32)
-    stock = lower_and_compare(module, (x,), rewrite=False, dynamic_shapes=({1: FRAMES},))
+    stock = lower_attention_stock_and_rewritten(SdpaAttention().eval(), "SdpaAsMatmulsPass")
     assert {"aten.logical_not", "aten.any"} <= set(stock.ops_outside_delegates)
-    report = lower_and_compare(
-        module,
-        (x,),
-        dynamic_shapes=({1: FRAMES},),
-        also_run=[(torch.randn(1, 8, 32),), (torch.randn(1, 64, 32),)],
-    )
-    assert (report.delegates, report.ops_outside_delegates) == (1, {})
-    assert "SdpaAsMatmulsPass" in report.rewrites
 
 
 def test_fp32_unmasked_sdpa_keeps_an_explicit_scale():
     torch.manual_seed(0)
-    report = lower_and_compare(SdpaAttention(scale=0.7).eval(), (torch.randn(1, 20, 32),))
-    assert (report.delegates, report.ops_outside_delegates) == (1, {})
+    module = SdpaAttention(scale=0.7).eval()  # eager's numbers: 0.7, not the default 1 / sqrt(8)
+    counts = {"aten.scaled_dot_product_attention.default": 0, "aten.bmm.default": 2}
+    assert_rewrites(module, [(torch.randn(1, 20, 32),)], "SdpaAsMatmulsPass", counts)
 
 
 def test_does_nothing_on_attention_with_a_boolean_mask():
@@ -79,17 +72,16 @@ class GatedBiasAttention(torch.nn.Module):
         return out.transpose(1, 2).reshape(1, frames, 32)
 
 
-def test_fp32_sdpa_with_a_gated_bias_mask_is_one_delegate():
+def test_fp32_sdpa_with_a_gated_bias_mask_is_written_as_3d_matmuls_on_a_constant_bias():
     torch.manual_seed(0)
-    module = GatedBiasAttention().eval()
-    x = torch.randn(1, 20, 32)
-    report = lower_and_compare(
-        module, (x,), dynamic_shapes=({1: FRAMES},), also_run=[(torch.randn(1, 8, 32),), (torch.randn(1, 64, 32),)]
+    # The bias is a constant cut to the length (its buckets and lookup are gone), the attention 3-D with the mask.
+    gone = ("aten.scaled_dot_product_attention.default", "aten.arange.default", "aten.embedding.default")
+    counts = {**dict.fromkeys(gone, 0), "aten.slice.Tensor": 2, "aten.bmm.default": 2}
+    cases = [(torch.randn(1, 20, 32),), *attention_ends()]
+    result = assert_rewrites(
+        GatedBiasAttention().eval(), cases, "SdpaAsMatmulsPass", counts, dynamic_shapes=({1: ATTENTION_FRAMES},)
     )
-    assert report.delegates == 1
-    # The bias is a constant cut to the length outside the delegate; nothing else is.
-    assert set(report.ops_outside_delegates) <= {"aten.slice_copy", "sym_size.int"}, report.ops_outside_delegates
-    assert {"SdpaAsMatmulsPass", "AttentionHeadsAsBatchPass"} <= set(report.rewrites)
+    assert {"LengthOnlyValuesAsConstantsPass", "AttentionHeadsAsBatchPass"} <= set(result.changed), result.changed
 
 
 class UserMaskAttention(torch.nn.Module):

@@ -6,7 +6,7 @@ import torch
 from torch.export import Dim
 
 from audiodeploy.lowering.passes.sum_and_mean_as_xnnpack_reductions import SumAndMeanAsXnnpackReductionsPass
-from tests.pipeline import export_aten, lower_and_compare
+from tests.pipeline import assert_rewrites, export_aten, lower_and_compare, lower_stock_and_rewritten
 
 FRAMES = Dim("frames", min=8, max=64)
 
@@ -32,35 +32,49 @@ class MeanOfLastTwo(torch.nn.Module):
         return x.mean(dim=(-2, -1)) * 3.0
 
 
+def pooling_means(program) -> int:
+    """The means in the one form XNNPACK 1.5.1 takes, global average pooling: over dims 2 and 3 of a 4-D tensor,
+    kept."""
+    return sum(
+        node.target == torch.ops.aten.mean.dim
+        and node.args[0].meta["val"].dim() == 4
+        and sorted(d % 4 for d in node.args[1]) == [2, 3]
+        and len(node.args) > 2
+        and node.args[2]
+        for node in program.graph.nodes
+    )
+
+
+def assert_written_as_reductions(module, cases, dynamic_shapes, written: dict[str, int]) -> None:
+    """``module`` rewritten by the pass: no sum left, the ops ``written`` (a mean left is XNNPACK's global average
+    pooling) and eager's numbers on each case (the first, the example)."""
+    counts = {"aten.sum.dim_IntList": 0, **written}
+    rewrite = "SumAndMeanAsXnnpackReductionsPass"
+    result = assert_rewrites(module, cases, rewrite, counts, dynamic_shapes=dynamic_shapes)
+    assert pooling_means(result.program) == written.get("aten.mean.dim", 0)
+
+
 def test_fp32_mean_over_fixed_channels_with_dynamic_length_is_one_delegate():
     x = torch.randn(1, 20, 32)
-    stock = lower_and_compare(CenterChannels(), (x,), rewrite=False, dynamic_shapes=({1: FRAMES},))
-    assert stock.ops_outside_delegates.get("aten.mean") == 1
-    report = lower_and_compare(
-        CenterChannels(), (x,), dynamic_shapes=({1: FRAMES},), also_run=[(torch.randn(1, 64, 32),)]
+    stock, report = lower_stock_and_rewritten(
+        CenterChannels(),
+        (x,),
+        "SumAndMeanAsXnnpackReductionsPass",
+        dynamic_shapes=({1: FRAMES},),
+        also_run=[(torch.randn(1, 64, 32),)],
     )
-    assert (report.delegates, report.ops_outside_delegates) == (1, {})
+    assert stock.ops_outside_delegates.get("aten.mean") == 1
     assert report.rewrites == ("SumAndMeanAsXnnpackReductionsPass",)
 
 
-def test_fp32_mean_over_dynamic_length_is_one_delegate():
-    report = lower_and_compare(
-        CenterTime(),
-        (torch.randn(1, 16, 20),),
-        dynamic_shapes=({2: FRAMES},),
-        also_run=[(torch.randn(1, 16, 8),), (torch.randn(1, 16, 64),)],
-    )
-    assert (report.delegates, report.ops_outside_delegates) == (1, {})
+def test_fp32_mean_over_dynamic_length_is_global_average_pooling():
+    cases = [(torch.randn(1, 16, n),) for n in (20, 8, 64)]
+    assert_written_as_reductions(CenterTime(), cases, ({2: FRAMES},), {"aten.mean.dim": 1})
 
 
-def test_fp32_mean_over_two_trailing_dims_without_keepdim_is_one_delegate():
-    report = lower_and_compare(
-        MeanOfLastTwo(),
-        (torch.randn(1, 20, 4, 8),),
-        dynamic_shapes=({1: FRAMES},),
-        also_run=[(torch.randn(1, 64, 4, 8),)],
-    )
-    assert (report.delegates, report.ops_outside_delegates) == (1, {})
+def test_fp32_mean_over_two_trailing_dims_without_keepdim_is_a_linear():
+    cases = [(torch.randn(1, n, 4, 8),) for n in (20, 8, 64)]
+    assert_written_as_reductions(MeanOfLastTwo(), cases, ({1: FRAMES},), {"aten.mean.dim": 0, "aten.linear.default": 1})
 
 
 class GroupSum(torch.nn.Module):
@@ -75,13 +89,9 @@ class SumOverTime(torch.nn.Module):
         return x - x.sum(dim=-1, keepdim=True)
 
 
-def test_fp32_sum_over_fixed_groups_is_one_delegate():
-    stock = lower_and_compare(GroupSum(), (torch.randn(1, 2, 20, 8),), rewrite=False, dynamic_shapes=({2: FRAMES},))
-    assert stock.ops_outside_delegates.get("aten.sum") == 1
-    report = lower_and_compare(
-        GroupSum(), (torch.randn(1, 2, 20, 8),), dynamic_shapes=({2: FRAMES},), also_run=[(torch.randn(1, 2, 64, 8),)]
-    )
-    assert (report.delegates, report.ops_outside_delegates) == (1, {})
+def test_fp32_sum_over_fixed_groups_is_a_linear():
+    cases = [(torch.randn(1, 2, n, 8),) for n in (20, 8, 64)]
+    assert_written_as_reductions(GroupSum(), cases, ({2: FRAMES},), {"aten.linear.default": 1})
 
 
 def test_sum_over_dynamic_length_has_no_pooling_form():
@@ -117,5 +127,6 @@ class NormsAroundUndelegatedOp(torch.nn.Module):
 
 
 def test_fp32_means_in_two_delegates_each_get_their_weight():
+    # Lowered: the partitioner's case of a linear's constant weight in each of two delegates.
     report = lower_and_compare(NormsAroundUndelegatedOp().eval(), (torch.randn(2, 8),))
     assert (report.delegates, report.ops_outside_delegates) == (2, {"aten.cumsum": 1})

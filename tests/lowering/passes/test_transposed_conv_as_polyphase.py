@@ -1,7 +1,8 @@
 """Strided transposed 1-D convolutions as one grouped stride-1 convolution and a phase interleave.
 
-Every lowering test runs the .pte with ExecuTorch's runtime and compares with eager
-PyTorch at two lengths of the exported range.
+The upsampler's .pte runs with ExecuTorch's runtime, the weight-normed one's rewritten
+program with PyTorch; each is compared with eager PyTorch at lengths of the exported
+range.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import torch
 from torch.export import Dim
 
 from audiodeploy.lowering.passes.transposed_conv_as_polyphase import TransposedConvAsPolyphasePass
-from tests.pipeline import export_aten, lower_and_compare
+from tests.pipeline import assert_rewrites, export_aten, lower_and_compare
 
 aten = torch.ops.aten
 
@@ -58,10 +59,10 @@ def test_fp32_weight_norm_transposed_conv_is_reordered_then_folded():
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", FutureWarning)
         torch.nn.utils.weight_norm(module.up1)  # legacy, as HiFi-GAN's checkpoints hold it
-    first, *others = inputs()
-    report = lower_and_compare(module, first, dynamic_shapes=({2: FRAMES},), also_run=others)
-    assert (report.delegates, report.ops_outside_delegates) == (1, {})
-    assert len(report.folds) == 1
+    cases = [*inputs(), (torch.randn(1, 96, FRAMES.max),)]
+    counts = {"aten.conv_transpose1d.default": 0, "aten._weight_norm.default": 0}
+    result = assert_rewrites(module, cases, "TransposedConvAsPolyphasePass", counts, dynamic_shapes=({2: FRAMES},))
+    assert len(result.folds) == 1 and result.not_folded == ()
 
 
 def test_rewritten_program_keeps_no_transposed_convolution():
