@@ -16,7 +16,8 @@ import os
 import signal
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -29,8 +30,14 @@ from audiodeploy.errors import AudiodeployError
 from audiodeploy.native.cli import runner_app
 
 if TYPE_CHECKING:
-    from audiodeploy.lowering import LoweredProgram
-    from audiodeploy.recipes.spec import BuiltModel
+    import torch
+
+    from audiodeploy.bench import BenchRequest
+    from audiodeploy.lowering import LoweredProgram, LoweringReport
+    from audiodeploy.program.description import Sidecar
+    from audiodeploy.recipes.registry import Recipe
+    from audiodeploy.recipes.spec import BuiltModel, LengthRange
+    from audiodeploy.runtime.program import Program
 
 app = typer.Typer(
     name="audiodeploy",
@@ -144,7 +151,40 @@ class _ProgressLines:
         self(f"reading calibration audio: file {number} of {files}")
 
 
-@app.command()
+@dataclass(frozen=True)
+class _Int8Request:
+    """How `export` is to quantize, its options checked: the scheme, what it calibrates on, what stays fp32."""
+
+    scheme: str
+    """``int8-dynamic`` or ``int8-static``, as the command line spells it."""
+    calibration_files: list[Path] | None
+    """The --calibrate audio; None: int8-static calibrates on generated signals."""
+    calibrate_limit: int
+    keep_fp32: tuple[str, ...]
+    """The --keep-fp32 patterns, else the recipe's for the variant and source."""
+    sensitivity: bool
+    strict: bool
+
+
+@dataclass(frozen=True)
+class _ExportRequest:
+    """What `export` is to do, checked before any work: the recipe's variant and source, the input lengths, how it
+    lowers, and the two files it writes, found writable."""
+
+    recipe: Recipe[object]
+    variant: str
+    source: str
+    weights: str | None
+    length_range: LengthRange | None
+    """None: the recipe's default range."""
+    fold: bool
+    int8: _Int8Request | None
+    """None: fp32."""
+    target: Path
+    sidecar: Path
+
+
+@app.command(help="Build a recipe's model, lower it to XNNPACK (fp32 or int8) and write a .pte with a JSON sidecar.")
 def export(
     recipe: Annotated[str, typer.Argument(help="Recipe name, see `audiodeploy list`.")],
     variant: Annotated[str | None, typer.Option(help="Variant; default: the recipe's first.")] = None,
@@ -207,112 +247,240 @@ def export(
     ] = False,
     output: Annotated[Path | None, typer.Option("-o", "--output", help="Where to write the .pte.")] = None,
 ) -> None:
-    """Build a recipe's model, lower it to XNNPACK (fp32 or int8) and write a .pte with a JSON sidecar."""
-    from audiodeploy import recipes
-    from audiodeploy.recipes.calibration import (
-        DEFAULT_CALIBRATION_LIMIT,
-        calibration_files,
-        calibration_set,
-        fidelity_measures,
-        fidelity_warnings,
+    """`audiodeploy export`. Long for its option declarations alone, which typer reads from the signature (the help
+    is the decorator's); the body is the export's steps, each a function below."""
+    request = _export_request(
+        recipe,
+        variant=variant,
+        source=source,
+        weights=weights,
+        seconds=seconds,
+        min_seconds=min_seconds,
+        max_seconds=max_seconds,
+        fold=not no_fold,
+        quantize=quantize,
+        calibrate=calibrate,
+        calibrate_limit=calibrate_limit,
+        keep_fp32=keep_fp32,
+        sensitivity=sensitivity,
+        strict=strict,
+        output=output,
     )
-    from audiodeploy.recipes.spec import LengthRange
+    built = _build(request)
+    lowered = _lower(request, built, _calibration(request, built))
+    max_abs_diff = _check_against_eager(request, lowered, built)
+    _apply_fidelity_floor(request, lowered)
+    _write_program(lowered, built, max_abs_diff, request.target, request.sidecar)
+    _print_export_summary(request, lowered, built, max_abs_diff)
+
+
+def _export_request(
+    recipe_name: str,
+    *,
+    variant: str | None,
+    source: str | None,
+    weights: str | None,
+    seconds: float | None,
+    min_seconds: float | None,
+    max_seconds: float | None,
+    fold: bool,
+    quantize: str | None,
+    calibrate: list[Path] | None,
+    calibrate_limit: int | None,
+    keep_fp32: list[str] | None,
+    sensitivity: bool,
+    strict: bool,
+    output: Path | None,
+) -> _ExportRequest:
+    """`export`'s options as a request, every mistake in them refused before the model is built: the lengths, the
+    recipe, its variant and source, the int8 options, then the files to write."""
+    from audiodeploy import recipes
 
     if seconds is not None and (min_seconds is not None or max_seconds is not None):
         raise UserError("give either --seconds or --min-seconds/--max-seconds, not both")
-    recipe_ = recipes.get(recipe)
-    chosen_variant = recipe_.variant(variant).name
-    chosen_source = recipe_.source(source)
-    if quantize is None and (calibrate or keep_fp32 or sensitivity or strict or calibrate_limit is not None):
-        raise UserError(
-            "--calibrate, --calibrate-limit, --keep-fp32, --sensitivity and --strict apply to quantized exports: add "
-            "--quantize int8-static or int8-dynamic"
-        )
+    recipe = recipes.get(recipe_name)
+    chosen_variant = recipe.variant(variant).name
+    chosen_source = recipe.source(source)
+    int8 = _int8_request(
+        recipe,
+        chosen_variant,
+        chosen_source,
+        quantize,
+        fold=fold,
+        calibrate=calibrate,
+        calibrate_limit=calibrate_limit,
+        keep_fp32=keep_fp32,
+        sensitivity=sensitivity,
+        strict=strict,
+    )
+    length_range = _length_range(recipe, seconds, min_seconds, max_seconds)
+    default_output = Path(f"{_default_program_name(recipe, chosen_variant, quantize)}.pte")
+    target, sidecar = _program_targets(output or default_output)
+    return _ExportRequest(
+        recipe=recipe,
+        variant=chosen_variant,
+        source=chosen_source,
+        weights=weights,
+        length_range=length_range,
+        fold=fold,
+        int8=int8,
+        target=target,
+        sidecar=sidecar,
+    )
+
+
+def _int8_request(
+    recipe: Recipe[object],
+    variant: str,
+    source: str,
+    scheme: str | None,
+    *,
+    fold: bool,
+    calibrate: list[Path] | None,
+    calibrate_limit: int | None,
+    keep_fp32: list[str] | None,
+    sensitivity: bool,
+    strict: bool,
+) -> _Int8Request | None:
+    """The int8 options as a request (None for fp32), refused when they do not go together or the recipe does not
+    take the scheme; the --calibrate files are found here, before the model is built."""
+    from audiodeploy.recipes.calibration import DEFAULT_CALIBRATION_LIMIT, calibration_files
+
+    if scheme is None:
+        if calibrate or keep_fp32 or sensitivity or strict or calibrate_limit is not None:
+            raise UserError(
+                "--calibrate, --calibrate-limit, --keep-fp32, --sensitivity and --strict apply to quantized exports: "
+                "add --quantize int8-static or int8-dynamic"
+            )
+        return None
     if calibrate_limit is not None and not calibrate:
         raise UserError("--calibrate-limit limits the --calibrate audio: add --calibrate FILES|DIR, or drop it")
     if calibrate_limit is not None and calibrate_limit < 1:
         raise UserError(f"--calibrate-limit {calibrate_limit} keeps no calibration input: give 1 or more")
-    if quantize is not None:
-        recipe_.check_int8_scheme(quantize)
-        if no_fold:
-            raise UserError("--quantize folds computed weights before it quantizes them: drop --no-fold")
-        if calibrate and quantize != "int8-static":
-            raise UserError(f"--calibrate is for int8-static; {quantize} quantizes activations at run time")
-    files = calibration_files(calibrate) if calibrate else None
-    length_range = None
-    if seconds is not None:
-        length_range = LengthRange.fixed(seconds)
-    elif min_seconds is not None or max_seconds is not None:
-        default = recipe_.default_length_range
-        length_range = LengthRange(
-            default.min_seconds if min_seconds is None else min_seconds,
-            default.max_seconds if max_seconds is None else max_seconds,
-        )
-    default_name = recipe if chosen_variant == recipe_.default_variant else f"{recipe}-{chosen_variant}"
-    if quantize is not None:
-        default_name += f"-{quantize}"  # beside the fp32 program, not over it
-    target, sidecar = _program_targets(output or Path(f"{default_name}.pte"))
+    recipe.check_int8_scheme(scheme)
+    if not fold:
+        raise UserError("--quantize folds computed weights before it quantizes them: drop --no-fold")
+    if calibrate and scheme != "int8-static":
+        raise UserError(f"--calibrate is for int8-static; {scheme} quantizes activations at run time")
+    return _Int8Request(
+        scheme=scheme,
+        calibration_files=calibration_files(calibrate) if calibrate else None,
+        calibrate_limit=calibrate_limit or DEFAULT_CALIBRATION_LIMIT,
+        keep_fp32=tuple(keep_fp32) if keep_fp32 else recipe.default_keep_fp32(source, variant),
+        sensitivity=sensitivity,
+        strict=strict,
+    )
 
-    with _step(f"building {recipe} {chosen_variant}"):
-        built = recipe_.build(variant=chosen_variant, source=source, weights=weights, length_range=length_range)
+
+def _length_range(
+    recipe: Recipe[object], seconds: float | None, min_seconds: float | None, max_seconds: float | None
+) -> LengthRange | None:
+    """The input lengths asked for, a bound not given taken from the recipe's default range; None: that range."""
+    from audiodeploy.recipes.spec import LengthRange
+
+    if seconds is not None:
+        return LengthRange.fixed(seconds)
+    if min_seconds is None and max_seconds is None:
+        return None
+    default = recipe.default_length_range
+    return LengthRange(
+        default.min_seconds if min_seconds is None else min_seconds,
+        default.max_seconds if max_seconds is None else max_seconds,
+    )
+
+
+def _default_program_name(recipe: Recipe[object], variant: str, scheme: str | None) -> str:
+    name = recipe.name if variant == recipe.default_variant else f"{recipe.name}-{variant}"
+    return name if scheme is None else f"{name}-{scheme}"  # beside the fp32 program, not over it
+
+
+def _build(request: _ExportRequest) -> BuiltModel:
+    with _step(f"building {request.recipe.name} {request.variant}"):
+        built = request.recipe.build(
+            variant=request.variant, source=request.source, weights=request.weights, length_range=request.length_range
+        )
     err.print(f"weights: {built.weights_provenance}", markup=False)
     for note in built.notes:
         err.print(f"note: {note}", markup=False)
-    import audiodeploy
+    return built
 
-    keep: tuple[str, ...] = ()
-    calibration = None
-    if quantize is not None:
-        keep = tuple(keep_fp32) if keep_fp32 else recipe_.default_keep_fp32(chosen_source, chosen_variant)
-        if files is not None:
-            with _step("reading calibration audio"):
-                chosen = calibration_set(
-                    built,
-                    files,
-                    limit=calibrate_limit or DEFAULT_CALIBRATION_LIMIT,
-                    progress=_ProgressLines().file,
-                )
-            for note in chosen.notes:
-                err.print(f"note: {note}", markup=False)
-            calibration = list(chosen.inputs)
-        elif quantize == "int8-static":
-            err.print(
-                "note: no --calibrate: activation ranges come from generated signals; calibrate on audio the model "
-                "will hear for better int8 accuracy",
-                markup=False,
+
+def _calibration(request: _ExportRequest, built: BuiltModel) -> list[tuple[torch.Tensor, ...]] | None:
+    """The inputs int8-static calibrates on, read from the --calibrate audio; None: generated signals (int8-static
+    says so), or none at all (fp32, int8-dynamic)."""
+    from audiodeploy.recipes.calibration import calibration_set
+
+    int8 = request.int8
+    if int8 is None:
+        return None
+    if int8.calibration_files is not None:
+        with _step("reading calibration audio"):
+            chosen = calibration_set(
+                built, int8.calibration_files, limit=int8.calibrate_limit, progress=_ProgressLines().file
             )
-    import dataclasses
+        for note in chosen.notes:
+            err.print(f"note: {note}", markup=False)
+        return list(chosen.inputs)
+    if int8.scheme == "int8-static":
+        err.print(
+            "note: no --calibrate: activation ranges come from generated signals; calibrate on audio the model "
+            "will hear for better int8 accuracy",
+            markup=False,
+        )
+    return None
 
+
+def _lower(
+    request: _ExportRequest, built: BuiltModel, calibration: list[tuple[torch.Tensor, ...]] | None
+) -> LoweredProgram:
+    import audiodeploy
     from audiodeploy.lowering.quantize import SENSITIVITY_STAGE
+    from audiodeploy.recipes.calibration import fidelity_measures
 
+    int8 = request.int8
     with _step("lowering to ExecuTorch + XNNPACK (large models take minutes)"):
-        int8 = None
-        if quantize is not None:
-            int8 = audiodeploy.Quantization(
-                audiodeploy.QuantizationScheme(quantize),
+        quantization = None
+        if int8 is not None:
+            quantization = audiodeploy.Quantization(
+                audiodeploy.QuantizationScheme(int8.scheme),
                 calibration=calibration,
-                keep_fp32=keep,
-                sensitivity=sensitivity,
+                keep_fp32=int8.keep_fp32,
+                sensitivity=int8.sensitivity,
                 fidelity=fidelity_measures(built),
             )
-        lowered = audiodeploy.lower(
+        return audiodeploy.lower(
             built.module,
             built.example_inputs,
             dynamic_shapes=built.dynamic_shapes,
-            options=audiodeploy.LoweringOptions(fold=not no_fold, quantization=int8),
+            options=audiodeploy.LoweringOptions(fold=request.fold, quantization=quantization),
             progress=_ProgressLines(announced=frozenset({SENSITIVITY_STAGE})),
         )
+
+
+def _check_against_eager(request: _ExportRequest, lowered: LoweredProgram, built: BuiltModel) -> float:
+    """The program's largest difference from eager PyTorch on the example inputs; over the tolerance, an fp32
+    program is refused."""
     with _step("checking the program against eager PyTorch"):
         max_abs_diff = _max_abs_diff(lowered, built)
     # int8 is measured by its fidelity (in the report and the sidecar), not held to the fp32 tolerance.
-    if quantize is None and max_abs_diff > built.atol:
+    if request.int8 is None and max_abs_diff > built.atol:
         raise UserError(
             f"the lowered program differs from eager PyTorch by {max_abs_diff:.2e} (tolerance {built.atol:.0e}); "
             "nothing was written: please report this with the command you ran"
         )
+    return max_abs_diff
+
+
+def _apply_fidelity_floor(request: _ExportRequest, lowered: LoweredProgram) -> None:
+    """An int8 program under its fidelity floor: refused with --strict, else written with the warnings, which go
+    into its report as well as on stderr."""
+    import dataclasses
+
+    from audiodeploy.recipes.calibration import fidelity_warnings
+
     quantization = lowered.report.quantization
     warnings = fidelity_warnings(quantization) if quantization is not None else ()
-    if warnings and strict:
+    if warnings and request.int8 is not None and request.int8.strict:
         raise UserError(f"{warnings[0]}; nothing was written (--strict)")
     if quantization is not None and warnings:
         # In the sidecar too, so that `inspect` and whoever ships the file later see it.
@@ -321,16 +489,21 @@ def export(
         )
     for warning in warnings:
         err.print(f"warning: {warning}", markup=False)
-    _write_program(lowered, built, max_abs_diff, target, sidecar)
+
+
+def _print_export_summary(
+    request: _ExportRequest, lowered: LoweredProgram, built: BuiltModel, max_abs_diff: float
+) -> None:
     out.print(lowered.report.describe(verbose=_output.verbose()), markup=False)
     tolerance = (
         f"tolerance {built.atol:.0e}"
-        if quantize is None
-        else f"{quantize}; fp32 tolerance {built.atol:.0e} not applied"
+        if request.int8 is None
+        else f"{request.int8.scheme}; fp32 tolerance {built.atol:.0e} not applied"
     )
     out.print(f"max abs diff vs eager: {max_abs_diff:.2e} ({tolerance})")
     out.print(
-        f"wrote {display(target)} ({lowered.report.pte_bytes / 2**20:.1f} MiB) and {display(sidecar.name)}",
+        f"wrote {display(request.target)} ({lowered.report.pte_bytes / 2**20:.1f} MiB) and "
+        f"{display(request.sidecar.name)}",
         markup=False,
     )
     if built.weights_provenance.startswith("synthetic"):
@@ -477,30 +650,40 @@ def inspect(
 
     Reads the program's header and flatbuffer and its sidecar; only `--load` gives it to the runtime.
     """
-    from audiodeploy.program.description import program_digest, read_sidecar, sidecar_path
+    buffer, program = _load_program(model) if load else (_read_program(model), None)
+    _print_methods(model, buffer, program)
+    _print_sidecar_summary(model, buffer, program)
+
+
+def _load_program(model: Path) -> tuple[bytes, Program]:
+    from audiodeploy.runtime import Program
+
+    program = Program.load(model)  # verified, probed in a child process, then loaded here
+    return program.buffer, program
+
+
+def _read_program(model: Path) -> bytes:
+    """The program's bytes, read without the runtime; a file that is not a program is refused as a load would."""
     from audiodeploy.runtime.pte_check import GIVE_PTE, check_program_bytes
 
     shown = display(model)
-    program = None
-    if load:
-        from audiodeploy.runtime import Program
+    try:
+        buffer = model.read_bytes()
+    except FileNotFoundError:
+        raise UserError(f"{shown}: no such file; {GIVE_PTE}") from None
+    except IsADirectoryError:
+        raise UserError(f"{shown} is a directory, not a program; {GIVE_PTE}") from None
+    except PermissionError:
+        raise UserError(f"{shown}: permission denied; make the program readable or copy it") from None
+    # The flatbuffer is parsed next, by the inspection: its layout is checked first, as before a load.
+    check_program_bytes(buffer, shown)
+    return buffer
 
-        program = Program.load(model)  # verified, probed in a child process, then loaded here
-        buffer = program.buffer
-    else:
-        try:
-            buffer = model.read_bytes()
-        except FileNotFoundError:
-            raise UserError(f"{shown}: no such file; {GIVE_PTE}") from None
-        except IsADirectoryError:
-            raise UserError(f"{shown} is a directory, not a program; {GIVE_PTE}") from None
-        except PermissionError:
-            raise UserError(f"{shown}: permission denied; make the program readable or copy it") from None
-        # The flatbuffer is parsed below: its layout is checked first, as before a load.
-        check_program_bytes(buffer, shown)
+
+def _print_methods(model: Path, buffer: bytes, program: Program | None) -> None:
     from audiodeploy.runtime.inspection import describe_program
 
-    out.print(f"{shown}: {len(buffer) / 2**20:.2f} MiB", markup=False)
+    out.print(f"{display(model)}: {len(buffer) / 2**20:.2f} MiB", markup=False)
     for method in describe_program(buffer):
         outside = ", ".join(f"{op} x{n}" for op, n in method.kernels.items()) or "none"
         out.print(
@@ -509,11 +692,18 @@ def inspect(
         )
     if program is not None:
         out.print(f"loaded in ExecuTorch's runtime: {', '.join(program.method_names)}", markup=False)
+
+
+def _print_sidecar_summary(model: Path, buffer: bytes, program: Program | None) -> None:
+    """What the sidecar says of the model, once it is found to describe these bytes (and with --load, the loaded
+    method's inputs and outputs); a line saying there is none when it is missing."""
+    from audiodeploy.program.description import program_digest, read_sidecar, sidecar_path
+
+    shown = display(model)
     if not sidecar_path(model).exists():
         out.print(f"no sidecar: {display(sidecar_path(model))} does not exist", markup=False)
         return
     sidecar = read_sidecar(model)
-    # The digest ties the sidecar to these bytes; the loaded method's inputs and outputs are checked with --load.
     sidecar.check_digest(program.sha256 if program is not None else program_digest(buffer), shown)
     described = sidecar.description
     if program is not None:
@@ -525,19 +715,27 @@ def inspect(
         markup=False,
     )
     out.print(f"weights: {described.weights}", markup=False)
+    out.print(_lowering_report(model, sidecar).describe(verbose=_output.verbose()), markup=False)
+    out.print("versions: " + ", ".join(f"{k} {v}" for k, v in sidecar.versions.items()), markup=False)
+
+
+def _lowering_report(model: Path, sidecar: Sidecar) -> LoweringReport:
     from audiodeploy.lowering import LoweringReport
+    from audiodeploy.program.description import sidecar_path
 
     try:
-        report = LoweringReport.from_dict(dict(sidecar.lowering))
+        return LoweringReport.from_dict(dict(sidecar.lowering))
     except (KeyError, TypeError, ValueError) as error:
         raise UserError(
             f"{display(sidecar_path(model))}: its lowering report is malformed ({error}); export the model again"
         ) from None
-    out.print(report.describe(verbose=_output.verbose()), markup=False)
-    out.print("versions: " + ", ".join(f"{k} {v}" for k, v in sidecar.versions.items()), markup=False)
 
 
-@app.command()
+@app.command(
+    help="Latency of a recipe or .pte: load time, median/p90/min, real-time factor, memory, delegates; with\n"
+    "--compare, side by side with stock ExecuTorch, eager PyTorch and ONNX Runtime, interleaved in one run.\n"
+    "pos-conv: delegates, ops on portable kernels, latency and max abs diff of stock and folded lowering."
+)
 def bench(
     target: Annotated[
         str,
@@ -591,29 +789,14 @@ def bench(
     groups: Annotated[int | None, typer.Option(help="pos-conv only: convolution groups; default 16.")] = None,
     length: Annotated[int | None, typer.Option(help="pos-conv only: input frames; default 49 (1 s).")] = None,
 ) -> None:
-    """Latency of a recipe or .pte: load time, median/p90/min, real-time factor, memory, delegates; with
-    --compare, side by side with stock ExecuTorch, eager PyTorch and ONNX Runtime, interleaved in one run.
-    pos-conv: delegates, ops on portable kernels, latency and max abs diff of stock and folded lowering."""
+    """`audiodeploy bench`. Long for its option declarations alone, which typer reads from the signature (the help
+    is the decorator's); the body turns them into a `BenchRequest` and measures it."""
+    _check_bench_outputs(target, json_path, plot)
+    _restart_with_passive_openmp_threads()
+
     import shlex
 
-    outputs = [(path, option) for path, option in ((json_path, "--json"), (plot, "--plot")) if path is not None]
-    for path, option in outputs:
-        protected = [(Path(target), "the program being measured")] + [(p, o) for p, o in outputs if o != option]
-        refuse_overwrite(path, protected, option)
-        check_writable(path, option)
-    if "OMP_WAIT_POLICY" not in os.environ:
-        # PyTorch's OpenMP threads spin between ops by default; on a machine where another process holds a
-        # core that made eager PyTorch 40x slower here, and in an interleaved run a spinning pool takes the
-        # CPU from the runtime timed next. The policy is read when torch loads, hence a fresh process, started
-        # before torch is imported here.
-        os.execve(
-            sys.executable,
-            [sys.executable, "-m", "audiodeploy", *sys.argv[1:]],
-            {**os.environ, "OMP_WAIT_POLICY": "PASSIVE"},
-        )
-
-    from audiodeploy.bench import BenchRequest, check, format_table, parse_compare, run_bench, write_json
-    from audiodeploy.bench.plot import render_png, require_matplotlib, write_png
+    from audiodeploy.bench import BenchRequest, parse_compare
     from audiodeploy.bench.pos_conv import PosConvShape
 
     request = BenchRequest(
@@ -635,16 +818,45 @@ def bench(
         name=name,
         command=shlex.join(["audiodeploy", *sys.argv[1:]]),
     )
+    _measure_and_write(request, json_path, plot)
+
+
+def _check_bench_outputs(target: str, json_path: Path | None, plot: Path | None) -> None:
+    """Refuse, before any work, a --json or --plot that cannot be written or would overwrite the program measured or
+    the other output."""
+    outputs = [(path, option) for path, option in ((json_path, "--json"), (plot, "--plot")) if path is not None]
+    for path, option in outputs:
+        protected = [(Path(target), "the program being measured")] + [(p, o) for p, o in outputs if o != option]
+        refuse_overwrite(path, protected, option)
+        check_writable(path, option)
+
+
+def _restart_with_passive_openmp_threads() -> None:
+    """Run the command again in a fresh process with ``OMP_WAIT_POLICY=PASSIVE``, unless the policy is set."""
+    if "OMP_WAIT_POLICY" in os.environ:
+        return
+    # PyTorch's OpenMP threads spin between ops by default; on a machine where another process holds a
+    # core that made eager PyTorch 40x slower here, and in an interleaved run a spinning pool takes the
+    # CPU from the runtime timed next. The policy is read when torch loads, hence a fresh process, started
+    # before `bench` imports torch.
+    os.execve(
+        sys.executable,
+        [sys.executable, "-m", "audiodeploy", *sys.argv[1:]],
+        {**os.environ, "OMP_WAIT_POLICY": "PASSIVE"},
+    )
+
+
+def _measure_and_write(request: BenchRequest, json_path: Path | None, plot: Path | None) -> None:
+    """Measure as `request` says, print the table, and write --json and --plot. The chart is drawn before anything
+    is written, and matplotlib is looked for before anything is measured."""
+    from audiodeploy.bench import check, format_table, run_bench, write_json
+    from audiodeploy.bench.plot import render_png, require_matplotlib, write_png
+
     check(request)
     if plot is not None:
         require_matplotlib()
-    start = time.monotonic()
-
-    def progress(message: str) -> None:
-        err.print(f"[{time.monotonic() - start:7.1f} s] {message}", markup=False)
-
-    record = run_bench(request, log=progress)
-    png = render_png(record) if plot is not None else None  # before writing anything
+    record = run_bench(request, log=_log_with_elapsed_time())
+    png = render_png(record) if plot is not None else None
     out.print(format_table(record), markup=False)
     if json_path is not None:
         write_json(json_path, record)
@@ -652,6 +864,16 @@ def bench(
     if plot is not None and png is not None:
         write_png(plot, png)
         out.print(f"wrote {display(plot)}", markup=False)
+
+
+def _log_with_elapsed_time() -> Callable[[str], None]:
+    """The bench's log: a line on stderr per message, after the seconds since the log was made."""
+    start = time.monotonic()
+
+    def log(message: str) -> None:
+        err.print(f"[{time.monotonic() - start:7.1f} s] {message}", markup=False)
+
+    return log
 
 
 def _raise_interrupted(signal_number: int, frame: Any) -> None:

@@ -9,21 +9,33 @@ Modules: ``runner`` (the request and the run), ``runtimes`` (audiodeploy, stock,
 ONNX Runtime), ``transports`` (local, native, qemu-aarch64, adb, ssh), ``timing`` (interleaved timing, shared
 with ``benchmarks/``), ``memory``, ``results`` (the one JSON schema and the table), ``plot``, ``pos_conv`` (the
 ``pos-conv`` target: wav2vec2's weight-normed positional convolution, stock against folded lowering).
+
+Names are imported on first use: the runner imports torch, and reading or writing records (``results``, as
+``benchmarks/generate_models_md.py`` does) should not pay for it.
 """
 
-from audiodeploy.bench.errors import BenchError
-from audiodeploy.bench.results import SCHEMA, format_table, read_json, validate, write_json
-from audiodeploy.bench.runner import BenchRequest, check, parse_compare, run_bench
+from __future__ import annotations
 
-__all__ = [
-    "SCHEMA",
-    "BenchError",
-    "BenchRequest",
-    "check",
-    "format_table",
-    "parse_compare",
-    "read_json",
-    "run_bench",
-    "validate",
-    "write_json",
-]
+import importlib
+from typing import TYPE_CHECKING, Any
+
+from audiodeploy.bench.errors import BenchError
+
+_LAZY = {
+    "results": ("SCHEMA", "BenchRecord", "format_table", "read_json", "validate", "write_json"),
+    "runner": ("BenchRequest", "check", "measure_bench", "parse_compare", "run_bench"),
+}
+"""Module -> the names imported from it on first use."""
+
+__all__ = ["BenchError", *(name for names in _LAZY.values() for name in names)]
+
+if TYPE_CHECKING:
+    from audiodeploy.bench.results import SCHEMA, BenchRecord, format_table, read_json, validate, write_json
+    from audiodeploy.bench.runner import BenchRequest, check, measure_bench, parse_compare, run_bench
+
+
+def __getattr__(name: str) -> Any:
+    for module, names in _LAZY.items():
+        if name in names:
+            return getattr(importlib.import_module(f"audiodeploy.bench.{module}"), name)
+    raise AttributeError(f"module 'audiodeploy.bench' has no attribute {name!r}")

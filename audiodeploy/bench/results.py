@@ -494,59 +494,67 @@ def format_table(record: dict[str, Any]) -> str:
         from audiodeploy.bench.pos_conv import format_table as format_pos_conv  # it builds on this module
 
         return format_pos_conv(record)
-    baseline = record["baseline"]
-    what = (
-        f"{target['recipe']} {target['variant']} ({target['source']}, {target['weights']})"
-        if target["kind"] == "recipe"
-        else target["path"]
-    )
-    lines = [heading(what, record)]
-    for name, info in record["runtimes"].items():
-        extra = (
-            f"; {info['delegates']} delegate(s), outside: {ops(info['ops_outside_delegates'])}"
-            if info["delegates"] is not None
-            else ""
-        )
-        prepared = f"; prepared in {info['prepare_s']:.1f} s" if info["prepare_s"] is not None else ""
-        lines.append(f"  {name}: {info['label']}, {size(info['program_bytes'])}{prepared}{extra}")
+    lines = [heading(_target_name(target), record)]
+    lines += [_runtime_line(name, info) for name, info in record["runtimes"].items()]
     for case in record["cases"]:
-        audio = f": {case['audio_seconds']:.2f} s of audio" if case["audio_seconds"] else ""
-        lines += ["", f"input {tuple(case['input_shape'])}{audio}"]
-        header = [
-            "runtime",
-            "load",
-            "median",
-            "p90",
-            "min",
-            "runs",
-            "RTF",
-            "peak mem",
-            "max diff",
-            f"{baseline}/this" if baseline else "",
-        ]
-        fidelity = _fidelity_columns(case)
-        header[9:9] = [title for title, _ in fidelity]
-        rows = [header]
-        for name, figures in case["runtimes"].items():
-            latency = figures["latency"]
-            key = f"{baseline}/{name}"
-            rows.append(
-                [
-                    name,
-                    ms(figures["load_s"]),
-                    ms(latency["median_s"]),
-                    ms(latency["p90_s"]),
-                    ms(latency["min_s"]),
-                    f"{latency['runs']}+{latency['warmup']}",
-                    "–" if figures["rtf"] is None else f"{figures['rtf']:.3f}",
-                    size(figures["peak_rss_bytes"]),
-                    "–" if figures["max_abs_diff_vs_eager"] is None else f"{figures['max_abs_diff_vs_eager']:.1e}",
-                    *(show(figures.get(key)) for _, (key, show) in fidelity),
-                    ratio_words(case["ratios"][key], baseline) if key in case["ratios"] else "",
-                ]
-            )
-        lines += aligned(rows)
-        notes = [f"{name}: {note}" for name, figures in case["runtimes"].items() for note in figures["notes"]]
-        lines += [f"  note: {n}" for n in notes]
+        lines += _case_lines(case, record["baseline"])
     lines += ["", "RTF: median latency / audio duration (< 1 is faster than real time). runs: timed + warm-up."]
     return "\n".join(lines)
+
+
+def _target_name(target: dict[str, Any]) -> str:
+    """The recipe's model (variant, source, weights) or the .pte measured, as the heading names it."""
+    if target["kind"] == "recipe":
+        return f"{target['recipe']} {target['variant']} ({target['source']}, {target['weights']})"
+    return target["path"]
+
+
+def _runtime_line(name: str, info: dict[str, Any]) -> str:
+    """One runtime compared: its label and size, how long it took to prepare, its delegates."""
+    extra = (
+        f"; {info['delegates']} delegate(s), outside: {ops(info['ops_outside_delegates'])}"
+        if info["delegates"] is not None
+        else ""
+    )
+    prepared = f"; prepared in {info['prepare_s']:.1f} s" if info["prepare_s"] is not None else ""
+    return f"  {name}: {info['label']}, {size(info['program_bytes'])}{prepared}{extra}"
+
+
+def _case_lines(case: dict[str, Any], baseline: str | None) -> list[str]:
+    """One input length: a row per runtime (the fidelity columns only where some runtime has the figure), then
+    the runtimes' notes."""
+    audio = f": {case['audio_seconds']:.2f} s of audio" if case["audio_seconds"] else ""
+    fidelity = _fidelity_columns(case)
+    header = ["runtime", "load", "median", "p90", "min", "runs", "RTF", "peak mem", "max diff"]
+    header += [title for title, _ in fidelity] + [f"{baseline}/this" if baseline else ""]
+    rows = [header]
+    rows += [
+        _figures_row(name, figures, case["ratios"], baseline, fidelity) for name, figures in case["runtimes"].items()
+    ]
+    notes = [f"{name}: {note}" for name, figures in case["runtimes"].items() for note in figures["notes"]]
+    return ["", f"input {tuple(case['input_shape'])}{audio}", *aligned(rows), *(f"  note: {n}" for n in notes)]
+
+
+def _figures_row(
+    name: str,
+    figures: dict[str, Any],
+    ratios: dict[str, float],
+    baseline: str | None,
+    fidelity: list[tuple[str, tuple[str, Any]]],
+) -> list[str]:
+    """A runtime's row of the case table: its latency, memory and difference from eager, its ratio to the baseline."""
+    latency = figures["latency"]
+    key = f"{baseline}/{name}"
+    return [
+        name,
+        ms(figures["load_s"]),
+        ms(latency["median_s"]),
+        ms(latency["p90_s"]),
+        ms(latency["min_s"]),
+        f"{latency['runs']}+{latency['warmup']}",
+        "–" if figures["rtf"] is None else f"{figures['rtf']:.3f}",
+        size(figures["peak_rss_bytes"]),
+        "–" if figures["max_abs_diff_vs_eager"] is None else f"{figures['max_abs_diff_vs_eager']:.1e}",
+        *(show(figures.get(figure)) for _, (figure, show) in fidelity),
+        ratio_words(ratios[key], baseline) if baseline is not None and key in ratios else "",
+    ]

@@ -102,7 +102,8 @@ class QuantizedMethod:
     fidelity: dict[str, float] = field(default_factory=dict)
     """Measure name -> value against fp32 eager (e.g. ``snr_db``, ``max_abs_diff``), over every fidelity input."""
     sensitivity: tuple[GemmSensitivity, ...] = ()
-    """Each GEMM quantized alone, most sensitive first (``lower(..., sensitivity=True)``); empty if not measured."""
+    """Each GEMM quantized alone, most sensitive first; empty if not measured (it is with
+    ``lower(..., options=LoweringOptions(quantization=Quantization(scheme, sensitivity=True)))``)."""
 
 
 @dataclass(frozen=True)
