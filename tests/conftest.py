@@ -43,9 +43,18 @@ def vocoder_model() -> Path:
 # Tests that build or run the C++ runner (cmake, the arm64 cross-compiler, qemu): `pytest -m native` runs them
 # alone, `pytest -m "not native"` everything else.
 _NATIVE_FIXTURES = frozenset({"host_runner", "arm64_runner", "android_bundle", "runner_cache", "qemu_adb"})
+# Tests that need a whole recipe lowered (its tiny configuration: 15-60 s of CPU each here), through the shared
+# programs or the recipe matrix: `pytest -m "not slow and not native"` is the quick loop while editing.
+_SLOW_FIXTURES = frozenset(
+    {"asr_model", "vocoder_model", "tiny_wav2vec2_bench", "quantized_encoder", "quantized_vocoder", "recipe_programs"}
+)
+_SLOW_MODULES = frozenset({"test_lowered.py", "test_cli_quantize_guards.py"})
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
-        if item.path.parent.name == "native" or _NATIVE_FIXTURES & set(getattr(item, "fixturenames", ())):
+        fixtures = set(getattr(item, "fixturenames", ()))
+        if item.path.parent.name == "native" or _NATIVE_FIXTURES & fixtures:
             item.add_marker(pytest.mark.native)
+        if item.path.name in _SLOW_MODULES or _SLOW_FIXTURES & fixtures:
+            item.add_marker(pytest.mark.slow)
