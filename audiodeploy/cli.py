@@ -12,6 +12,7 @@ that need them, so that ``--help``, ``list`` and usage errors answer at once.
 from __future__ import annotations
 
 import contextlib
+import io
 import os
 import signal
 import sys
@@ -19,13 +20,13 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import typer
 from rich.console import Console
 
 from audiodeploy import _output
-from audiodeploy._files import atomic_write_text, check_writable, display, refuse_overwrite
+from audiodeploy._files import atomic_write_bytes, atomic_write_text, check_writable, display, refuse_overwrite
 from audiodeploy.errors import AudiodeployError
 from audiodeploy.native.cli import runner_app
 
@@ -37,6 +38,7 @@ if TYPE_CHECKING:
     from audiodeploy.program.description import Sidecar
     from audiodeploy.recipes.registry import Recipe
     from audiodeploy.recipes.spec import BuiltModel, LengthRange
+    from audiodeploy.runtime.model import AudioClassifier, FeatureExtractor, SpeechRecognizer, Vocoder
     from audiodeploy.runtime.program import Program
 
 app = typer.Typer(
@@ -160,8 +162,8 @@ class _Int8Request:
     calibration_files: list[Path] | None
     """The --calibrate audio; None: int8-static calibrates on generated signals."""
     calibrate_limit: int
-    keep_fp32: tuple[str, ...]
-    """The --keep-fp32 patterns, else the recipe's for the variant and source."""
+    keep_fp32: tuple[str, ...] | None
+    """The --keep-fp32 patterns; None: the built model's (`BuiltModel.keep_fp32`)."""
     sensitivity: bool
     strict: bool
 
@@ -186,7 +188,13 @@ class _ExportRequest:
 
 @app.command(help="Build a recipe's model, lower it to XNNPACK (fp32 or int8) and write a .pte with a JSON sidecar.")
 def export(
-    recipe: Annotated[str, typer.Argument(help="Recipe name, see `audiodeploy list`.")],
+    recipe: Annotated[
+        str | None,
+        typer.Argument(
+            help="Recipe name, see `audiodeploy list`; with --weights of a transformers checkpoint, default: the "
+            "recipe its config.json names."
+        ),
+    ] = None,
     variant: Annotated[str | None, typer.Option(help="Variant; default: the recipe's first.")] = None,
     source: Annotated[str | None, typer.Option(help="Library to build from; default: the recipe's first.")] = None,
     weights: Annotated[
@@ -275,7 +283,7 @@ def export(
 
 
 def _export_request(
-    recipe_name: str,
+    recipe_name: str | None,
     *,
     variant: str | None,
     source: str | None,
@@ -298,13 +306,16 @@ def _export_request(
 
     if seconds is not None and (min_seconds is not None or max_seconds is not None):
         raise UserError("give either --seconds or --min-seconds/--max-seconds, not both")
-    recipe = recipes.get(recipe_name)
+    if recipe_name is not None:
+        recipe = recipes.get(recipe_name)
+    elif weights is not None:
+        recipe = recipes.for_checkpoint(weights)
+    else:
+        raise UserError("name a recipe (see `audiodeploy list`), or give --weights DIR of a transformers checkpoint")
     chosen_variant = recipe.variant(variant).name
     chosen_source = recipe.source(source)
     int8 = _int8_request(
         recipe,
-        chosen_variant,
-        chosen_source,
         quantize,
         fold=fold,
         calibrate=calibrate,
@@ -314,7 +325,10 @@ def _export_request(
         strict=strict,
     )
     length_range = _length_range(recipe, seconds, min_seconds, max_seconds)
-    default_output = Path(f"{_default_program_name(recipe, chosen_variant, quantize)}.pte")
+    named_after = _checkpoint_name(weights) if recipe_name is None else None
+    default_output = Path(
+        f"{named_after or _default_program_name(recipe, chosen_variant)}{_scheme_suffix(quantize)}.pte"
+    )
     target, sidecar = _program_targets(output or default_output)
     return _ExportRequest(
         recipe=recipe,
@@ -331,8 +345,6 @@ def _export_request(
 
 def _int8_request(
     recipe: Recipe[object],
-    variant: str,
-    source: str,
     scheme: str | None,
     *,
     fold: bool,
@@ -366,7 +378,7 @@ def _int8_request(
         scheme=scheme,
         calibration_files=calibration_files(calibrate) if calibrate else None,
         calibrate_limit=calibrate_limit or DEFAULT_CALIBRATION_LIMIT,
-        keep_fp32=tuple(keep_fp32) if keep_fp32 else recipe.default_keep_fp32(source, variant),
+        keep_fp32=tuple(keep_fp32) if keep_fp32 else None,
         sensitivity=sensitivity,
         strict=strict,
     )
@@ -389,9 +401,20 @@ def _length_range(
     )
 
 
-def _default_program_name(recipe: Recipe[object], variant: str, scheme: str | None) -> str:
-    name = recipe.name if variant == recipe.default_variant else f"{recipe.name}-{variant}"
-    return name if scheme is None else f"{name}-{scheme}"  # beside the fp32 program, not over it
+def _default_program_name(recipe: Recipe[object], variant: str) -> str:
+    return recipe.name if variant == recipe.default_variant else f"{recipe.name}-{variant}"
+
+
+def _checkpoint_name(weights: str | None) -> str | None:
+    """The name of a local checkpoint directory, which a program exported from it is named after."""
+    if weights is None:
+        return None
+    path = Path(weights).expanduser()
+    return path.resolve().name if path.is_dir() else None
+
+
+def _scheme_suffix(scheme: str | None) -> str:
+    return "" if scheme is None else f"-{scheme}"  # beside the fp32 program, not over it
 
 
 def _build(request: _ExportRequest) -> BuiltModel:
@@ -444,7 +467,7 @@ def _lower(
             quantization = audiodeploy.Quantization(
                 audiodeploy.QuantizationScheme(int8.scheme),
                 calibration=calibration,
-                keep_fp32=int8.keep_fp32,
+                keep_fp32=built.keep_fp32 if int8.keep_fp32 is None else int8.keep_fp32,
                 sensitivity=int8.sensitivity,
                 fidelity=fidelity_measures(built),
             )
@@ -565,75 +588,156 @@ _NOT_TEXT_SUFFIXES = frozenset(
 )
 
 
-def _check_run_output_suffix(output: Path, vocoder: bool) -> None:
+def _check_run_output_suffix(output: Path, writes: Literal["text", "wav", "npy"], what: str) -> None:
     """Refuse an -o whose extension names another kind of file than `run` writes: a vocoder writes a .wav, a
-    speech recognizer text (.txt or any name that is not audio). A device or pipe (/dev/stdout) has no extension
-    to honour."""
+    feature extractor a .npy, a speech recognizer or classifier text (.txt or any name that is not audio). A device
+    or pipe (/dev/stdout) has no extension to honour."""
     from audiodeploy._files import is_stream
 
     if is_stream(output):
         return
     suffix = output.suffix.lower()
-    if vocoder and suffix != ".wav":
+    if writes != "text" and suffix != f".{writes}":
         raise UserError(
-            f"-o {display(output)}: a vocoder writes a wav file; give -o a .wav name, e.g. {display(output.with_suffix('.wav'))}"
+            f"-o {display(output)}: {what} writes a {writes} file; give -o a .{writes} name, e.g. "
+            f"{display(output.with_suffix('.' + writes))}"
         )
-    if not vocoder and suffix in _NOT_TEXT_SUFFIXES:
+    if writes == "text" and suffix in _NOT_TEXT_SUFFIXES:
         raise UserError(
-            f"-o {display(output)}: a speech recognizer writes its transcript as text, not {suffix}; give -o a .txt "
-            f"name, e.g. {display(output.with_suffix('.txt'))}"
+            f"-o {display(output)}: {what} writes text, not {suffix}; give -o a .txt name, e.g. "
+            f"{display(output.with_suffix('.txt'))}"
         )
+
+
+@dataclass(frozen=True)
+class _RunRequest:
+    """What `run` is to do, its output file found writable and not one of its inputs."""
+
+    input: Path
+    output: Path | None
+    protected: list[tuple[Path, str]]
+    window: float | None
+    overlap: float | None
 
 
 @app.command()
 def run(
     model: Annotated[Path, typer.Argument(help="The .pte written by `audiodeploy export` (its .json beside it).")],
     input: Annotated[Path, typer.Argument(help="Audio (wav, flac, ogg, ...); for a vocoder also a mel .npy.")],
-    output: Annotated[Path | None, typer.Option("-o", "--output", help="Transcript .txt or vocoded .wav.")] = None,
+    output: Annotated[
+        Path | None,
+        typer.Option("-o", "--output", help="Transcript or labels (text), vocoded .wav, or features .npy."),
+    ] = None,
     window: Annotated[float | None, typer.Option(help=_WINDOW_HELP)] = None,
     overlap: Annotated[float | None, typer.Option(help=_OVERLAP_HELP)] = None,
 ) -> None:
-    """Run a .pte on input of any length: a transcript for speech recognizers, a .wav for vocoders."""
+    """Run a .pte on input of any length: a transcript for speech recognizers, the top labels for classifiers,
+    a .wav for vocoders, a .npy for feature extractors."""
     from audiodeploy.program.description import sidecar_path
 
     protected = [(model, "the program"), (sidecar_path(model), "the program's sidecar"), (input, "the input")]
-    if output is not None:  # without -o a transcript is printed, and a vocoded wav is named after the input
+    if output is not None:  # without -o text is printed, and a wav or npy is named after the input
         refuse_overwrite(output, protected)
         check_writable(output)
 
-    from audiodeploy.runtime import SpeechRecognizer, Vocoder, load
+    from audiodeploy.runtime import AudioClassifier, FeatureExtractor, SpeechRecognizer, Vocoder, load
 
     loaded = load(model)
     if loaded.description is not None and loaded.description.weights.startswith("synthetic"):
         # Otherwise random text (or noise) looks like a broken model: say why before the output.
         synthetic = "note: the program has synthetic weights (exported without --weights): its output is meaningless"
         err.print(synthetic, markup=False)
+    request = _RunRequest(input, output, protected, window, overlap)
     if isinstance(loaded, SpeechRecognizer):
-        if output is not None:
-            _check_run_output_suffix(output, vocoder=False)
-        transcript = loaded.transcribe(input, window_seconds=window, overlap_seconds=overlap, progress=True)
-        if output is not None:
-            atomic_write_text(output, transcript.text + "\n")
-        out.print(transcript.text, markup=False)
-        return
-    if not isinstance(loaded, Vocoder):
+        _run_transcribe(loaded, request)
+    elif isinstance(loaded, AudioClassifier):
+        _run_classify(loaded, request)
+    elif isinstance(loaded, FeatureExtractor):
+        _run_features(loaded, request)
+    elif isinstance(loaded, Vocoder):
+        _run_vocode(loaded, request)
+    else:
         raise UserError(
             f"{display(sidecar_path(model))}: no sidecar beside {display(model.name)}; `run` needs it to know what "
             "the program expects: export it with `audiodeploy export`, which writes both"
         )
-    target = output or input.with_name(f"{input.stem}.vocoded.wav")
-    if output is None:
-        refuse_overwrite(target, protected)
-        check_writable(target)
+
+
+def _run_transcribe(loaded: SpeechRecognizer, request: _RunRequest) -> None:
+    if request.output is not None:
+        _check_run_output_suffix(request.output, "text", "a speech recognizer")
+    transcript = loaded.transcribe(
+        request.input, window_seconds=request.window, overlap_seconds=request.overlap, progress=True
+    )
+    if request.output is not None:
+        atomic_write_text(request.output, transcript.text + "\n")
+    out.print(transcript.text, markup=False)
+
+
+_TOP_LABELS = 5
+
+
+def _run_classify(loaded: AudioClassifier, request: _RunRequest) -> None:
+    """The most probable labels with their probabilities; for a frame classifier, each stretch of one best label."""
+    if request.output is not None:
+        _check_run_output_suffix(request.output, "text", "a classifier")
+    result = loaded.classify(
+        request.input, window_seconds=request.window, overlap_seconds=request.overlap, progress=True
+    )
+    if result.frame_seconds is None:
+        top = result.top(_TOP_LABELS)
+        width = max(len(label) for label, _ in top)
+        lines = [f"{label:<{width}}  {score:.3f}" for label, score in top]
     else:
-        _check_run_output_suffix(output, vocoder=True)
-    written = loaded.vocode_to_file(input, target, window_seconds=window, overlap_seconds=overlap, progress=True)
+        segments = result.segments()
+        width = max(len(segment.label) for segment in segments)
+        lines = [
+            f"{segment.start_seconds:7.2f}-{segment.end_seconds:.2f} s  {segment.label:<{width}}  {segment.score:.3f}"
+            for segment in segments
+        ]
+    text = "\n".join(lines)
+    if request.output is not None:
+        atomic_write_text(request.output, text + "\n")
+    out.print(text, markup=False)
+
+
+def _run_features(loaded: FeatureExtractor, request: _RunRequest) -> None:
+    """The features as a .npy: `(frames, features)` hidden states, or one `(features,)` embedding."""
+    import numpy as np
+
+    target = _named_output(request, "npy", ".features.npy", "a feature extractor")
+    features = loaded.features(
+        request.input, window_seconds=request.window, overlap_seconds=request.overlap, progress=True
+    )
+    buffer = io.BytesIO()
+    np.save(buffer, features, allow_pickle=False)
+    atomic_write_bytes(target, buffer.getvalue())
+    what = "hidden states" if features.ndim == 2 else "embedding"
+    out.print(f"wrote {display(target)}: {what} of shape {tuple(features.shape)}, float32", markup=False)
+
+
+def _run_vocode(loaded: Vocoder, request: _RunRequest) -> None:
+    target = _named_output(request, "wav", ".vocoded.wav", "a vocoder")
+    written = loaded.vocode_to_file(
+        request.input, target, window_seconds=request.window, overlap_seconds=request.overlap, progress=True
+    )
     if written.clipping_warning is not None:
         err.print(f"warning: {written.clipping_warning}", markup=False)
     out.print(
         f"wrote {display(written.path)}: {written.samples} samples, {written.seconds:.2f} s at {written.sample_rate} Hz",
         markup=False,
     )
+
+
+def _named_output(request: _RunRequest, writes: Literal["wav", "npy"], suffix: str, what: str) -> Path:
+    """The -o file, its extension checked; without -o, a file named after the input, checked as -o is."""
+    if request.output is not None:
+        _check_run_output_suffix(request.output, writes, what)
+        return request.output
+    target = request.input.with_name(f"{request.input.stem}{suffix}")
+    refuse_overwrite(target, request.protected)
+    check_writable(target)
+    return target
 
 
 @app.command()

@@ -64,7 +64,7 @@ def measure(
     recipe = recipes.get(recipe_name)
     built = recipe.build(variant=variant, length_range=LengthRange(min(SECONDS), max(SECONDS)))
     module, scheme = built.module, int8_scheme(recipe.int8_schemes)
-    keep_fp32 = keep_fp32 or recipe.default_keep_fp32(built.source, built.variant)
+    keep_fp32 = keep_fp32 or built.keep_fp32
     log(f"{name}: lowering {scheme} (keep fp32: {', '.join(keep_fp32)}); ONNX export and quantize_dynamic")
     runtimes = {
         "audiodeploy-int8": lower_module(

@@ -30,11 +30,12 @@ from .errors import (
     WeightsError,
     WeightsMismatchError,
 )
-from .registry import Recipe, available, get, register, unregister
+from .registry import Recipe, available, for_checkpoint, get, register, unregister
 from .spec import (
     CTC_LOGITS_OUTPUT,
     WAVEFORM_OUTPUT,
     BuildRequest,
+    BuiltHead,
     BuiltModel,
     InputSpec,
     LengthRange,
@@ -50,6 +51,7 @@ __all__ = [
     "STANDARD_ENGLISH",
     "TORCHAUDIO_ENGLISH",
     "BuildRequest",
+    "BuiltHead",
     "BuiltModel",
     "CalibrationError",
     "CtcVocabulary",
@@ -73,6 +75,7 @@ __all__ = [
     "available",
     "calibration_files",
     "calibration_inputs",
+    "for_checkpoint",
     "get",
     "greedy_decode",
     "hifigan",

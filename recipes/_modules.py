@@ -15,7 +15,7 @@ if TYPE_CHECKING:
     from transformers import SpeechT5HifiGan, UnivNetModel
 
 
-# Speech encoders (wav2vec2, HuBERT, WavLM): waveform in, CTC logits out.
+# Speech encoders (wav2vec2, HuBERT, WavLM and their kin): waveform in, the head's output out.
 
 
 def _normalize(waveform: torch.Tensor) -> torch.Tensor:
@@ -25,8 +25,8 @@ def _normalize(waveform: torch.Tensor) -> torch.Tensor:
     return (waveform - mean) / torch.sqrt(variance + 1e-7)
 
 
-class _WaveformCtc(nn.Module):
-    """`(1, samples)` float32 waveform → `(1, frames, vocabulary)` logits through `model`.
+class _WaveformEncoder(nn.Module):
+    """`(1, samples)` float32 waveform → the output of `model` (a speech encoder with its head).
 
     Normalizes the waveform first when the checkpoint expects it, so the exported program takes raw audio.
     """
@@ -39,24 +39,31 @@ class _WaveformCtc(nn.Module):
     def forward(self, waveform: torch.Tensor) -> torch.Tensor:
         if self.normalize_waveform:
             waveform = _normalize(waveform)
-        return self.logits(waveform)
+        return self.encode(waveform)
 
-    def logits(self, waveform: torch.Tensor) -> torch.Tensor:
-        """The model's logits for the (normalized) waveform."""
+    def encode(self, waveform: torch.Tensor) -> torch.Tensor:
+        """The model's output for the (normalized) waveform."""
         raise NotImplementedError
 
 
-class TransformersCtc(_WaveformCtc):
-    """`(1, samples)` float32 waveform → `(1, frames, vocabulary)` logits through a transformers `*ForCTC`."""
+class TransformersEncoder(_WaveformEncoder):
+    """`(1, samples)` float32 waveform → one output of a transformers speech encoder, named by `output_name`:
+    ``logits`` of a `*ForCTC`, `*ForSequenceClassification` or `*ForAudioFrameClassification`, ``embeddings`` of a
+    `*ForXVector`, ``last_hidden_state`` of the base model."""
 
-    def logits(self, waveform: torch.Tensor) -> torch.Tensor:
-        return self.model(input_values=waveform).logits
+    def __init__(self, model: nn.Module, normalize_waveform: bool, output_name: str = "logits") -> None:
+        super().__init__(model, normalize_waveform)
+        self.output_name = output_name
+
+    def encode(self, waveform: torch.Tensor) -> torch.Tensor:
+        output: torch.Tensor = getattr(self.model(input_values=waveform), self.output_name)
+        return output
 
 
-class TorchaudioCtc(_WaveformCtc):
+class TorchaudioCtc(_WaveformEncoder):
     """`(1, samples)` float32 waveform → `(1, frames, vocabulary)` logits through a torchaudio `Wav2Vec2Model`."""
 
-    def logits(self, waveform: torch.Tensor) -> torch.Tensor:
+    def encode(self, waveform: torch.Tensor) -> torch.Tensor:
         logits, _ = self.model(waveform)
         return logits
 

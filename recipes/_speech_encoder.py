@@ -13,26 +13,37 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Literal
 
+from audiodeploy.program.spec import (
+    CLASS_LOGITS_OUTPUT,
+    EMBEDDING_OUTPUT,
+    FRAME_CLASS_LOGITS_OUTPUT,
+    HIDDEN_STATES_OUTPUT,
+    OutputSpec,
+)
 from audiodeploy.program.vocabulary import STANDARD_ENGLISH, TORCHAUDIO_ENGLISH, CtcVocabulary
 
 from ._checkpoints import load_payload
 from ._transformers import (
     load_pretrained,
     optional_file,
+    read_config,
     refuse_incomplete,
     register_unpadded_eager_attention,
     transformers_class,
+    transformers_class_exists,
 )
 from .errors import WeightsError
 from .registry import Recipe
 from .spec import (
     CTC_LOGITS_OUTPUT,
     BuildRequest,
+    BuiltHead,
     BuiltModel,
     LengthRange,
     Variant,
@@ -223,15 +234,57 @@ WHOLE_FEATURE_ENCODER_KEEP_FP32 = MappingProxyType(
 
 
 @dataclass(frozen=True)
+class EncoderHead:
+    """A head a transformers speech-encoder checkpoint carries, named by the suffix of its class: what the program
+    outputs with it."""
+
+    name: str
+    class_suffix: str
+    """E.g. "ForSequenceClassification": the family's prefix ("Wav2Vec2") and this name the transformers class."""
+    output_name: str
+    """The field of the model's output the program returns."""
+    output: OutputSpec
+    keep_fp32: tuple[str, ...]
+    """The head's GEMMs kept fp32 by default when quantized, beside the feature encoder's first convolution: the
+    output layers, as the CTC head's ``lm_head``."""
+
+
+CTC_HEAD = EncoderHead("ctc", "ForCTC", "logits", CTC_LOGITS_OUTPUT, ("*.lm_head",))
+ENCODER_HEADS = (
+    CTC_HEAD,
+    EncoderHead(
+        "sequence-classification",
+        "ForSequenceClassification",
+        "logits",
+        CLASS_LOGITS_OUTPUT,
+        ("*.projector", "*.classifier"),
+    ),
+    EncoderHead(
+        "frame-classification", "ForAudioFrameClassification", "logits", FRAME_CLASS_LOGITS_OUTPUT, ("*.classifier",)
+    ),
+    EncoderHead("xvector", "ForXVector", "embeddings", EMBEDDING_OUTPUT, ()),
+    EncoderHead("features", "Model", "last_hidden_state", HIDDEN_STATES_OUTPUT, ()),
+)
+"""The heads `export --weights` builds from a checkpoint, as its config.json's ``architectures`` names them."""
+
+_PRETRAINING_SUFFIX = "ForPreTraining"
+"""A pre-training checkpoint (quantizer and projections for the contrastive task): exported as its features."""
+
+
+@dataclass(frozen=True)
 class _Loaded:
     """A library model as built or loaded, before `_build` wraps it for export."""
 
     model: nn.Module
     normalize_waveform: bool
     stride: int
-    vocabulary: CtcVocabulary
+    vocabulary: CtcVocabulary | None
+    """The CTC head's labels; None for the other heads."""
     provenance: str
     notes: tuple[str, ...]
+    head: EncoderHead = CTC_HEAD
+    labels: tuple[str, ...] | None = None
+    """A classifier's label names by index (its config's ``id2label``)."""
 
 
 class SpeechEncoderRecipe(Recipe[SpeechEncoderArchitecture]):
@@ -278,6 +331,34 @@ class SpeechEncoderRecipe(Recipe[SpeechEncoderArchitecture]):
         """The class `transformers_model_class_name` names; importing transformers happens here."""
         return transformers_class(self.transformers_model_class_name)
 
+    @property
+    def transformers_class_prefix(self) -> str:
+        """The family's prefix of transformers class names: "Wav2Vec2" of "Wav2Vec2ForCTC"."""
+        return self.transformers_model_class_name.removesuffix(CTC_HEAD.class_suffix)
+
+    def checkpoint_head(self, config: Mapping[str, object], weights: str) -> EncoderHead:
+        """The head of a checkpoint, from the ``architectures`` its config.json lists (the CTC head when it lists
+        none); `WeightsError` naming the heads there are for an architecture of this family without one."""
+        architectures = config.get("architectures") or []
+        if not isinstance(architectures, list) or not architectures:
+            return CTC_HEAD
+        prefix = self.transformers_class_prefix
+        for architecture in architectures:
+            if architecture == prefix + _PRETRAINING_SUFFIX:
+                return next(head for head in ENCODER_HEADS if head.name == "features")
+            for head in ENCODER_HEADS:
+                if architecture == prefix + head.class_suffix and transformers_class_exists(architecture):
+                    return head
+        supported = ", ".join(
+            prefix + head.class_suffix
+            for head in ENCODER_HEADS
+            if transformers_class_exists(prefix + head.class_suffix)
+        )
+        raise WeightsError(
+            f"weights '{weights}' hold a {', '.join(map(str, architectures))}, which audiodeploy does not export: "
+            f"it exports {supported}"
+        )
+
     def transformers_config(self, architecture: SpeechEncoderArchitecture) -> PretrainedConfig:
         """The transformers config of `architecture`: the family's config class (`config_class` of its model
         class) with the keys the three families share. A family with keys of its own overrides this."""
@@ -292,7 +373,7 @@ class SpeechEncoderRecipe(Recipe[SpeechEncoderArchitecture]):
         return wav2vec2_model(**torchaudio_model_arguments(architecture, num_outputs))
 
     def _build(self, request: BuildRequest[SpeechEncoderArchitecture]) -> BuiltModel:
-        from ._modules import TorchaudioCtc, TransformersCtc
+        from ._modules import TorchaudioCtc, TransformersEncoder
 
         if request.source == "transformers":
             # `transformers_attention` may name it; transformers looks it up when the model is built.
@@ -303,10 +384,26 @@ class SpeechEncoderRecipe(Recipe[SpeechEncoderArchitecture]):
             loaded = self._from_transformers(request, request.weights)
         else:
             loaded = self._from_torchaudio(request, request.weights)
-        wrapper = TransformersCtc if request.source == "transformers" else TorchaudioCtc
-        module = wrapper(loaded.model, loaded.normalize_waveform)
+        module: nn.Module
+        if request.source == "transformers":
+            module = TransformersEncoder(loaded.model, loaded.normalize_waveform, loaded.head.output_name)
+        else:
+            module = TorchaudioCtc(loaded.model, loaded.normalize_waveform)
         spec = waveform_input(self.sample_rate, loaded.stride, request.length_range)
-        return self._package(request, module, spec, loaded.provenance, loaded.notes, vocabulary=loaded.vocabulary)
+        head = None if loaded.head is CTC_HEAD else self._built_head(request, loaded)
+        return self._package(
+            request, module, spec, loaded.provenance, loaded.notes, vocabulary=loaded.vocabulary, head=head
+        )
+
+    def _built_head(self, request: BuildRequest[SpeechEncoderArchitecture], loaded: _Loaded) -> BuiltHead:
+        """A checkpoint's head other than CTC: its output, labels, and the recipe's keep-fp32 patterns with the CTC
+        head's replaced by this head's."""
+        body = tuple(
+            pattern
+            for pattern in self.default_keep_fp32(request.source, request.variant.name)
+            if pattern not in CTC_HEAD.keep_fp32
+        )
+        return BuiltHead(output=loaded.head.output, labels=loaded.labels, keep_fp32=body + loaded.head.keep_fp32)
 
     def _synthetic(self, request: BuildRequest[SpeechEncoderArchitecture]) -> _Loaded:
         import torch
@@ -331,7 +428,8 @@ class SpeechEncoderRecipe(Recipe[SpeechEncoderArchitecture]):
 
     def _from_transformers(self, request: BuildRequest[SpeechEncoderArchitecture], weights: str) -> _Loaded:
         architecture = request.variant.architecture
-        model_class = self.transformers_model_class
+        head = self.checkpoint_head(read_config(weights), weights)
+        model_class = transformers_class(self.transformers_class_prefix + head.class_suffix)
         model, missing = load_pretrained(
             model_class,
             weights,
@@ -341,21 +439,25 @@ class SpeechEncoderRecipe(Recipe[SpeechEncoderArchitecture]):
             request.seed,
         )
         notes: list[str] = []
-        body_missing = [key for key in missing if not key.startswith("lm_head.")]
+        body_missing = [key for key in missing if not (head is CTC_HEAD and key.startswith("lm_head."))]
         refuse_incomplete(weights, body_missing, model_class, self.transformers_model_type)
         if missing:
-            # Pre-trained-only checkpoints (hubert-base-ls960, wavlm-base-plus) have no CTC head.
+            # A CTC checkpoint without its head (config.json lists no architecture): the head is synthetic.
             notes.append(f"the checkpoint has no CTC head: lm_head is synthetic (seed {request.seed})")
         config = model.config
         normalize = _preprocessor_normalizes(weights, default=architecture.normalize_waveform)
-        vocabulary = _tokenizer_vocabulary(weights, config.vocab_size)
+        labels = None
+        if head.output.task in ("audio-classification", "audio-frame-classification"):
+            labels = tuple(str(config.id2label[index]) for index in range(config.num_labels))
         return _Loaded(
             model=model,
             normalize_waveform=normalize,
             stride=math.prod(config.conv_stride),
-            vocabulary=vocabulary,
+            vocabulary=_tokenizer_vocabulary(weights, config.vocab_size) if head is CTC_HEAD else None,
             provenance=f"loaded from {weights} (transformers {model_class.__name__})",
             notes=tuple(notes),
+            head=head,
+            labels=labels,
         )
 
     def _from_torchaudio(self, request: BuildRequest[SpeechEncoderArchitecture], weights: str) -> _Loaded:

@@ -57,6 +57,13 @@ def transformers_class(name: str) -> Any:
     return getattr(transformers, name)
 
 
+def transformers_class_exists(name: str) -> bool:
+    """Whether transformers exports a class called `name` (not every family has every head)."""
+    import transformers
+
+    return hasattr(transformers, name)
+
+
 # A hub id is "name" or "owner/name"; anything else (absolute or dotted paths, deeper paths) is a local path.
 _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*(/[A-Za-z0-9][\w.-]*)?$")
 

@@ -203,20 +203,20 @@ _SNR_NAMES = {"snr_db": "output SNR", "waveform_snr_db": "waveform SNR"}
 
 def fidelity_measures(built: BuiltModel) -> dict[str, Callable[[torch.Tensor, torch.Tensor], float]]:
     """What a quantized program of `built` is measured by (`audiodeploy.Quantization(..., fidelity=...)`), by task:
-    every program: `snr_db`, `max_abs_diff`; CTC logits: also `argmax_agreement` (frames); vocoders: the SNR as
-    `waveform_snr_db` and `log_mel_distance` through the recipe's own front end."""
+    every program: `snr_db`, `max_abs_diff`; logits (CTC, classifiers): also `argmax_agreement` (per frame, or of
+    the one label); vocoders: the SNR as `waveform_snr_db` and `log_mel_distance` through the recipe's own front
+    end."""
     from audiodeploy.program import fidelity
 
-    if built.output.kind == "ctc-logits":
-        return {
+    if built.output.kind != "waveform":
+        measures: dict[str, Callable[[torch.Tensor, torch.Tensor], float]] = {
             "snr_db": fidelity.output_snr_db,
             "max_abs_diff": fidelity.max_abs_diff,
-            "argmax_agreement": fidelity.frame_argmax_agreement,
         }
-    measures: dict[str, Callable[[torch.Tensor, torch.Tensor], float]] = {
-        "waveform_snr_db": fidelity.waveform_snr_db,
-        "max_abs_diff": fidelity.max_abs_diff,
-    }
+        if built.output.kind in ("ctc-logits", "class-logits", "frame-class-logits"):
+            measures["argmax_agreement"] = fidelity.frame_argmax_agreement
+        return measures
+    measures = {"waveform_snr_db": fidelity.waveform_snr_db, "max_abs_diff": fidelity.max_abs_diff}
     if built.mel is not None:
         measures["log_mel_distance"] = fidelity.log_mel_distance(built.mel)
     return measures

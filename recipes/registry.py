@@ -33,6 +33,7 @@ from .errors import (
 from .spec import (
     ArchitectureT,
     BuildRequest,
+    BuiltHead,
     BuiltModel,
     InputKind,
     InputSpec,
@@ -78,6 +79,9 @@ class Recipe(ABC, Generic[ArchitectureT]):
     """The schemes this recipe takes (`audiodeploy.QuantizationScheme` values, as the command line spells them),
     measured end to end on its tiny variant (tests/recipes/test_quantized.py); none by default.
     `check_int8_scheme` refuses the others."""
+    transformers_model_type: str | None = None
+    """The ``model_type`` of the transformers checkpoints this recipe builds, if any: `for_checkpoint` finds the
+    recipe of a checkpoint by it."""
     int8_keep_fp32: Mapping[str, tuple[str, ...]] = MappingProxyType({})
     """Per source: the module-name patterns (`keep_fp32` of `audiodeploy.Quantization`, fnmatch on the export
     wrapper's module paths) whose GEMMs stay fp32 by default when the model is quantized; a source not
@@ -175,11 +179,14 @@ class Recipe(ABC, Generic[ArchitectureT]):
         notes: tuple[str, ...],
         vocabulary: CtcVocabulary | None = None,
         mel: MelSpectrogram | None = None,
+        head: BuiltHead | None = None,
     ) -> BuiltModel:
         """`module` as `request` built it, ready for export: in eval mode without gradients, with seeded
-        example inputs of `spec.example_length`, dynamic shapes over `spec`, and the variant's tolerance."""
+        example inputs of `spec.example_length`, dynamic shapes over `spec`, and the variant's tolerance.
+        `head` is what the module outputs when it is not the recipe's declared `output` (a checkpoint's own head)."""
         module = module.eval()
         module.requires_grad_(False)
+        keep_fp32 = self.default_keep_fp32(request.source, request.variant.name)
         return BuiltModel(
             recipe=self.name,
             variant=request.variant.name,
@@ -188,13 +195,15 @@ class Recipe(ABC, Generic[ArchitectureT]):
             example_inputs=spec.random_inputs(spec.example_length, seed=request.seed),
             dynamic_shapes=spec.dynamic_shapes(),
             input=spec,
-            output=self.output,
+            output=self.output if head is None else head.output,
             length_range=request.length_range,
             weights_provenance=weights_provenance,
             atol=self.tolerance(request.variant),
             vocabulary=vocabulary,
+            labels=None if head is None else head.labels,
             mel=mel,
             notes=notes,
+            keep_fp32=keep_fp32 if head is None else head.keep_fp32,
         )
 
     def describe(self) -> dict[str, object]:
@@ -283,6 +292,23 @@ def get(name: str) -> Recipe[object]:
         return _REGISTRY[name]
     except KeyError:
         raise UnknownRecipeError(f"unknown recipe '{name}': {_choices(available(), name)}") from None
+
+
+def for_checkpoint(weights: str) -> Recipe[object]:
+    """The recipe that builds the transformers checkpoint `weights` (a save_pretrained directory or hub id), found
+    by the ``model_type`` of its config.json; `UnknownRecipeError` naming the model types there are recipes for."""
+    from ._transformers import read_config
+
+    model_type = read_config(weights).get("model_type")
+    for recipe in _REGISTRY.values():
+        if model_type is not None and recipe.transformers_model_type == model_type:
+            return recipe
+    known = sorted(r.transformers_model_type for r in _REGISTRY.values() if r.transformers_model_type)
+    what = "no model_type in its config.json" if model_type is None else f"a '{model_type}' model"
+    raise UnknownRecipeError(
+        f"weights '{weights}' hold {what}, which no recipe builds from its config alone: audiodeploy builds "
+        f"{', '.join(known)} checkpoints; for another format name the recipe (audiodeploy list)"
+    )
 
 
 def available() -> tuple[str, ...]:

@@ -35,6 +35,7 @@ __all__ = [
     "WAVEFORM_OUTPUT",
     "ArchitectureT",
     "BuildRequest",
+    "BuiltHead",
     "BuiltModel",
     "InputKind",
     "InputSpec",
@@ -181,6 +182,18 @@ class BuildRequest(Generic[ArchitectureT]):
 
 
 @dataclass(frozen=True)
+class BuiltHead:
+    """What a model outputs when it is built with another head than its recipe declares (a checkpoint's own
+    classifier, say), and what goes with that output."""
+
+    output: OutputSpec
+    labels: tuple[str, ...] | None
+    """Label names by output index, for a classifier; None otherwise."""
+    keep_fp32: tuple[str, ...]
+    """The patterns kept fp32 by default when quantized (see `BuiltModel.keep_fp32`)."""
+
+
+@dataclass(frozen=True)
 class BuiltModel:
     """An eval-mode module ready for `torch.export`, with everything needed to feed and read it.
 
@@ -203,10 +216,15 @@ class BuiltModel:
     """Absolute tolerance of the lowered program's output against this eager module."""
     vocabulary: CtcVocabulary | None = None
     """CTC vocabulary (speech recognizers): the tokenizer's when the weights bring one, else standard English."""
+    labels: tuple[str, ...] | None = None
+    """Label names by output index (classifiers): the checkpoint's ``id2label``."""
     mel: MelSpectrogram | None = None
     """How to compute the input mel spectrogram from a waveform (vocoders)."""
     notes: tuple[str, ...] = field(default=())
     """Facts a user should know about this build, e.g. a CTC head that the checkpoint did not contain."""
+    keep_fp32: tuple[str, ...] = ()
+    """The module-name patterns whose GEMMs stay fp32 when this model is quantized and the user names none: the
+    recipe's (`Recipe.default_keep_fp32`), or the built head's."""
 
     @property
     def sample_rate(self) -> int:
@@ -230,6 +248,7 @@ class BuiltModel:
             length_range_seconds=(self.length_range.min_seconds, self.length_range.max_seconds),
             atol=self.atol,
             vocabulary=self.vocabulary,
+            labels=self.labels,
             mel=self.mel,
             notes=self.notes,
             max_abs_diff_vs_eager=max_abs_diff_vs_eager,

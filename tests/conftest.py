@@ -48,7 +48,7 @@ _NATIVE_FIXTURES = frozenset({"host_runner", "arm64_runner", "android_bundle", "
 _SLOW_FIXTURES = frozenset(
     {"asr_model", "vocoder_model", "tiny_wav2vec2_bench", "quantized_encoder", "quantized_vocoder", "recipe_programs"}
 )
-_SLOW_MODULES = frozenset({"test_lowered.py", "test_cli_quantize_guards.py"})
+_SLOW_MODULES = frozenset({"test_lowered.py", "test_cli_quantize_guards.py", "test_cli_checkpoints.py"})
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

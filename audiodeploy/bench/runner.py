@@ -304,7 +304,7 @@ def _recipe_cases(
     )
     cases = [_recipe_case(built, s, request.seed) for s in _seconds(request)]
     names = ("audiodeploy", *request.compare)
-    keep_fp32 = recipe.default_keep_fp32(built.source, built.variant)
+    keep_fp32 = built.keep_fp32
     scheme = int8_scheme(recipe.int8_schemes)
     if transport.programs_per_length:
         for case in cases:

@@ -33,7 +33,7 @@ from .vocabulary import CtcVocabulary
 
 SCHEMA: Final = "audiodeploy.sidecar/1"
 
-_TASKS: dict[str, Task] = {"ctc-logits": "ctc-asr", "waveform": "vocoder"}
+_LABELLED_TASKS: tuple[Task, ...] = ("audio-classification", "audio-frame-classification")
 
 
 class DescriptionError(AudiodeployError, ValueError):
@@ -78,6 +78,8 @@ class ProgramDescription(Record):
     atol: float
     """Absolute tolerance of the lowered program's output against the eager module (fp32)."""
     vocabulary: CtcVocabulary | None = None
+    labels: tuple[str, ...] | None = None
+    """The classifier's label names, by output index (a checkpoint's ``id2label``); None for other tasks."""
     mel: MelSpectrogram | None = None
     notes: tuple[str, ...] = ()
     max_abs_diff_vs_eager: float | None = None
@@ -89,6 +91,8 @@ class ProgramDescription(Record):
             raise ValueError(f"field 'sample_rate' is {self.sample_rate}, the input's is {self.input.sample_rate}")
         if self.task == "ctc-asr" and self.vocabulary is None:
             raise ValueError("a CTC program's description needs its 'vocabulary'")
+        if (self.task in _LABELLED_TASKS) != (self.labels is not None):
+            raise ValueError(f"field 'labels' is for {' and '.join(_LABELLED_TASKS)} programs, and they need it")
         if self.task == "vocoder" and self.input.kind != "mel":
             raise ValueError("a vocoder's description should take a 'mel' input")
         if self.input.min_length > self.input.max_length or self.input.min_length < 1:
@@ -96,7 +100,7 @@ class ProgramDescription(Record):
 
     @property
     def task(self) -> Task:
-        return _TASKS[self.output.kind]
+        return self.output.task
 
     def check_program(self, inputs: Sequence[TensorShape], outputs: Sequence[TensorShape], origin: str) -> None:
         """Raise `DescriptionError` unless the program's ``forward`` takes and gives what this description says.
@@ -132,6 +136,8 @@ class ProgramDescription(Record):
             raise mismatch(
                 f"the program scores {output_sizes[-1]} labels, the sidecar's vocabulary has {len(self.vocabulary)}"
             )
+        if self.labels is not None and output_sizes[-1] != len(self.labels):
+            raise mismatch(f"the program scores {output_sizes[-1]} labels, the sidecar names {len(self.labels)}")
 
 
 @dataclass(frozen=True, kw_only=True)

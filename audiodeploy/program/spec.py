@@ -20,10 +20,12 @@ from ._fields import int_field, optional_int_field, str_field, str_tuple_field
 if TYPE_CHECKING:
     import torch
 
-Task = Literal["ctc-asr", "vocoder"]
+Task = Literal[
+    "ctc-asr", "vocoder", "audio-classification", "audio-frame-classification", "speaker-embedding", "features"
+]
 InputKind = Literal["waveform", "mel"]
-OutputKind = Literal["ctc-logits", "waveform"]
-PostProcess = Literal["ctc-greedy-decode", "write-waveform"]
+OutputKind = Literal["ctc-logits", "waveform", "class-logits", "frame-class-logits", "embedding", "hidden-states"]
+PostProcess = Literal["ctc-greedy-decode", "write-waveform", "classify", "classify-frames", "write-features"]
 
 
 class InputLengthError(AudiodeployError, ValueError):
@@ -173,11 +175,15 @@ class OutputSpec:
         """The spec `to_dict` wrote; raises ValueError for a malformed dictionary."""
         kind, postprocess = str_field(data, "kind"), str_field(data, "postprocess")
         layout, description = str_tuple_field(data, "layout"), str_field(data, "description")
-        if (kind, postprocess) == ("ctc-logits", "ctc-greedy-decode"):
-            return cls("ctc-logits", layout, "ctc-greedy-decode", description)
-        if (kind, postprocess) == ("waveform", "write-waveform"):
-            return cls("waveform", layout, "write-waveform", description)
+        for known in OUTPUTS:
+            if (kind, postprocess) == (known.kind, known.postprocess):
+                return cls(known.kind, layout, known.postprocess, description)
         raise ValueError(f"unknown output kind {kind!r} with post-processing {postprocess!r}")
+
+    @property
+    def task(self) -> Task:
+        """What a program with this output does."""
+        return _TASK_OF_OUTPUT[self.kind]
 
 
 CTC_LOGITS_OUTPUT = OutputSpec(
@@ -193,3 +199,50 @@ WAVEFORM_OUTPUT = OutputSpec(
     postprocess="write-waveform",
     description="mono waveform in [-1, 1] at the recipe's sample rate; write it as is",
 )
+
+CLASS_LOGITS_OUTPUT = OutputSpec(
+    kind="class-logits",
+    layout=("batch", "labels"),
+    postprocess="classify",
+    description="one score (logit) per label for the whole input; softmax gives the label probabilities",
+)
+
+FRAME_CLASS_LOGITS_OUTPUT = OutputSpec(
+    kind="frame-class-logits",
+    layout=("batch", "frames", "labels"),
+    postprocess="classify-frames",
+    description="one score (logit) per label for each frame; softmax per frame gives the label probabilities",
+)
+
+EMBEDDING_OUTPUT = OutputSpec(
+    kind="embedding",
+    layout=("batch", "features"),
+    postprocess="write-features",
+    description="one embedding of the whole input (an x-vector: compare two by cosine similarity)",
+)
+
+HIDDEN_STATES_OUTPUT = OutputSpec(
+    kind="hidden-states",
+    layout=("batch", "frames", "features"),
+    postprocess="write-features",
+    description="the encoder's last hidden state, one feature vector per frame",
+)
+
+OUTPUTS = (
+    CTC_LOGITS_OUTPUT,
+    WAVEFORM_OUTPUT,
+    CLASS_LOGITS_OUTPUT,
+    FRAME_CLASS_LOGITS_OUTPUT,
+    EMBEDDING_OUTPUT,
+    HIDDEN_STATES_OUTPUT,
+)
+"""Every output a program can have: its kind, layout and post-processing go together."""
+
+_TASK_OF_OUTPUT: dict[OutputKind, Task] = {
+    "ctc-logits": "ctc-asr",
+    "waveform": "vocoder",
+    "class-logits": "audio-classification",
+    "frame-class-logits": "audio-frame-classification",
+    "embedding": "speaker-embedding",
+    "hidden-states": "features",
+}

@@ -3,6 +3,7 @@
     import audiodeploy.runtime as runtime
     runtime.load("wav2vec2.pte").transcribe("speech.wav").text
     runtime.load("hifigan.pte").vocode_to_file("speech.wav", "resynthesized.wav")
+    runtime.load("my-emotion-model.pte").classify("speech.wav").top(3)
     runtime.load("any.pte").run([tensor])
 
 Inputs of any length run in overlapping windows that fit the program. Nothing here imports a recipe or a model
@@ -16,9 +17,13 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 _EXPORTS = {
+    "AudioClassifier": "audiodeploy.runtime.model",
     "AudioInputError": "audiodeploy.program.audio",
+    "Classification": "audiodeploy.runtime.model",
     "DescriptionError": "audiodeploy.program.description",
+    "FeatureExtractor": "audiodeploy.runtime.model",
     "Model": "audiodeploy.runtime.model",
+    "Segment": "audiodeploy.runtime.model",
     "SpeechRecognizer": "audiodeploy.runtime.model",
     "Transcript": "audiodeploy.runtime.model",
     "Vocoder": "audiodeploy.runtime.model",
@@ -38,7 +43,11 @@ if TYPE_CHECKING:
     from audiodeploy.program.audio import AudioInputError
     from audiodeploy.program.description import DescriptionError
     from audiodeploy.runtime.model import (
+        AudioClassifier,
+        Classification,
+        FeatureExtractor,
         Model,
+        Segment,
         SpeechRecognizer,
         Transcript,
         Vocoder,

@@ -5,6 +5,8 @@
     print(model.transcribe("speech.flac").text)     # any duration, any rate, any channel count
     vocoder = runtime.load("hifigan.pte")          # a Vocoder
     vocoder.vocode_to_file("mel.npy", "speech.wav")  # long mels stream to disk in windows
+    emotion = runtime.load("my-emotion-model.pte")  # an AudioClassifier: the sidecar has its labels
+    print(emotion.classify("speech.wav").top(3))    # [("happy", 0.81), ...]
 
 Only the program and its description are needed: no recipe, no model library.
 """
@@ -219,8 +221,9 @@ class _Windowed(Model):
         return result
 
 
-class SpeechRecognizer(_Windowed):
-    """A CTC program: waveform in, one label distribution per frame out."""
+class _WaveformEncoder(_Windowed):
+    """A program that encodes a waveform (speech recognizers, classifiers, feature extractors): what they share is
+    cutting audio into windows of whole frames and running each."""
 
     def __init__(self, program: Program, description: ProgramDescription, path: Path | None = None) -> None:
         super().__init__(program, description, path)
@@ -230,12 +233,88 @@ class SpeechRecognizer(_Windowed):
     @property
     def tail(self) -> int:
         """How many fewer frames than `unit`-sample steps the program gives (its receptive field), measured once on
-        the shortest input."""
+        the shortest input; 0 for a program with one output for the whole input."""
         if self._tail is None:
             spec = self.spec
-            frames = self._run_window(np.zeros(spec.shape(spec.min_length), dtype=np.float32)).shape[1]
-            self._tail = max(0, spec.min_length // self.unit - frames)
+            if len(self.description.output.layout) < 3:  # no frames axis
+                self._tail = 0
+            else:
+                frames = self._run_window(np.zeros(spec.shape(spec.min_length), dtype=np.float32)).shape[1]
+                self._tail = max(0, spec.min_length // self.unit - frames)
         return self._tail
+
+    def _encode(
+        self,
+        audio: str | os.PathLike[str] | np.ndarray | torch.Tensor,
+        sample_rate: int | None,
+        window_seconds: float | None,
+        overlap_seconds: float | None,
+        progress: bool,
+        what: str,
+        emit: Callable[[Window, np.ndarray], None],
+    ) -> tuple[float, int]:
+        """Run the program over `audio` window by window, handing `emit` each window and its output (batch axis
+        dropped) in order; the audio's duration in seconds and the window count."""
+        spec, unit = self.spec, self.unit
+        source = open_audio(audio, spec.sample_rate, sample_rate)
+        try:
+            plan = self.plan(source.total, window_seconds, overlap_seconds, self.tail)
+            for window in self._each_window(plan, progress, what):
+                first = window.start * unit
+                samples = source.read(first, min(first + window.units * unit, source.total))
+                batch = np.zeros(spec.shape(window.units * unit), dtype=np.float32)
+                batch[0, : samples.size] = samples
+                emit(window, self._run_window(batch)[0])
+        finally:
+            if isinstance(source, AudioFile):
+                source.close()
+        return source.total / spec.sample_rate, len(plan.windows)
+
+    def _frames(
+        self,
+        audio: str | os.PathLike[str] | np.ndarray | torch.Tensor,
+        sample_rate: int | None,
+        window_seconds: float | None,
+        overlap_seconds: float | None,
+        progress: bool,
+        what: str,
+        reduce: Callable[[np.ndarray], np.ndarray],
+    ) -> tuple[np.ndarray, float, int]:
+        """Every output frame of `audio`, each from one window away from its edges, through `reduce` (applied to
+        each window's kept frames); with the seconds and the window count."""
+        pieces: list[np.ndarray] = []
+
+        def keep(window: Window, output: np.ndarray) -> None:
+            pieces.append(reduce(output[window.keep_start : window.keep_stop]))
+
+        seconds, windows = self._encode(audio, sample_rate, window_seconds, overlap_seconds, progress, what, keep)
+        return np.concatenate(pieces), seconds, windows
+
+    def _pooled(
+        self,
+        audio: str | os.PathLike[str] | np.ndarray | torch.Tensor,
+        sample_rate: int | None,
+        window_seconds: float | None,
+        overlap_seconds: float | None,
+        progress: bool,
+        what: str,
+        transform: Callable[[np.ndarray], np.ndarray],
+    ) -> tuple[np.ndarray, float, int]:
+        """The one output of the whole of `audio`: for audio longer than the program takes, the mean of its
+        windows' outputs (through `transform` first), each weighted by the audio it alone covers."""
+        weighted: list[np.ndarray] = []
+        weights: list[int] = []
+
+        def add(window: Window, output: np.ndarray) -> None:
+            weighted.append(transform(output).astype(np.float64) * window.kept)
+            weights.append(window.kept)
+
+        seconds, windows = self._encode(audio, sample_rate, window_seconds, overlap_seconds, progress, what, add)
+        return np.asarray(sum(weighted) / sum(weights), dtype=np.float32), seconds, windows
+
+
+class SpeechRecognizer(_WaveformEncoder):
+    """A CTC program: waveform in, one label distribution per frame out."""
 
     def transcribe(
         self,
@@ -251,26 +330,116 @@ class SpeechRecognizer(_Windowed):
         runs in windows of `window_seconds` (default: the longest input the program takes) overlapping by
         `overlap_seconds` (default: a fifth of a window); every frame comes from one window, away from its edges.
         `progress` shows a progress bar on stderr when there are more than three windows."""
-        spec, unit = self.spec, self.unit
-        source = open_audio(audio, spec.sample_rate, sample_rate)
-        try:
-            plan = self.plan(source.total, window_seconds, overlap_seconds, self.tail)
-            labels: list[int] = []
-            for window in self._each_window(plan, progress, "transcribing"):
-                first = window.start * unit
-                samples = source.read(first, min(first + window.units * unit, source.total))
-                batch = np.zeros(spec.shape(window.units * unit), dtype=np.float32)
-                batch[0, : samples.size] = samples
-                logits = self._run_window(batch)[0]
-                labels.extend(logits[window.keep_start : window.keep_stop].argmax(axis=-1).tolist())
-        finally:
-            if isinstance(source, AudioFile):
-                source.close()
+        best, seconds, windows = self._frames(
+            audio, sample_rate, window_seconds, overlap_seconds, progress, "transcribing", lambda x: x.argmax(-1)
+        )
+        labels = best.tolist()
         vocabulary = self.description.vocabulary
         assert vocabulary is not None  # checked when the description was read
-        return Transcript(
-            vocabulary.decode_ids(labels), tuple(labels), source.total / spec.sample_rate, len(plan.windows)
-        )
+        return Transcript(vocabulary.decode_ids(labels), tuple(labels), seconds, windows)
+
+
+def _softmax(logits: np.ndarray) -> np.ndarray:
+    shifted = np.exp(logits - logits.max(axis=-1, keepdims=True))
+    probabilities: np.ndarray = shifted / shifted.sum(axis=-1, keepdims=True)
+    return probabilities
+
+
+@dataclass(frozen=True)
+class Segment:
+    """A stretch of frames whose best label is the same."""
+
+    start_seconds: float
+    end_seconds: float
+    label: str
+    score: float
+    """The label's mean probability over the stretch."""
+
+
+@dataclass(frozen=True)
+class Classification:
+    """What an audio classifier says: a probability per label, for the whole input or for each frame."""
+
+    labels: tuple[str, ...]
+    """Every label, in the program's output order."""
+    scores: np.ndarray
+    """Probabilities (softmax of the logits): `(labels,)` for the whole input, `(frames, labels)` per frame."""
+    seconds: float
+    windows: int
+    frame_seconds: float | None = None
+    """Seconds per frame of a frame classifier; None for a classifier of the whole input."""
+
+    def top(self, count: int = 5) -> list[tuple[str, float]]:
+        """The `count` most probable labels with their probabilities, best first (per frame: averaged over the
+        frames)."""
+        scores = self.scores if self.scores.ndim == 1 else self.scores.mean(axis=0)
+        order = np.argsort(-scores, kind="stable")[:count]
+        return [(self.labels[index], float(scores[index])) for index in order]
+
+    def segments(self) -> list[Segment]:
+        """A frame classifier's output as stretches of one best label each, in order."""
+        if self.frame_seconds is None:
+            raise ValueError("segments() is for a frame classifier; top() gives the labels of the whole input")
+        best = self.scores.argmax(axis=-1)
+        segments: list[Segment] = []
+        start = 0
+        for stop in range(1, len(best) + 1):
+            if stop == len(best) or best[stop] != best[start]:
+                label = int(best[start])
+                score = float(self.scores[start:stop, label].mean())
+                segments.append(
+                    Segment(start * self.frame_seconds, stop * self.frame_seconds, self.labels[label], score)
+                )
+                start = stop
+        return segments
+
+
+class AudioClassifier(_WaveformEncoder):
+    """An audio classifier: waveform in, label scores out, for the whole input or (a frame classifier) per frame."""
+
+    def classify(
+        self,
+        audio: str | os.PathLike[str] | np.ndarray | torch.Tensor,
+        *,
+        sample_rate: int | None = None,
+        window_seconds: float | None = None,
+        overlap_seconds: float | None = None,
+        progress: bool = False,
+    ) -> Classification:
+        """The label probabilities of `audio` (a file path, or mono samples at `sample_rate`). Audio longer than the
+        program takes runs in windows as in `SpeechRecognizer.transcribe`: a frame classifier keeps each frame
+        from one window; a classifier of the whole input averages its windows' probabilities, each weighted by the
+        audio it alone covers."""
+        labels = self.description.labels
+        assert labels is not None  # checked when the description was read
+        arguments = (audio, sample_rate, window_seconds, overlap_seconds, progress, "classifying", _softmax)
+        if self.task == "audio-frame-classification":
+            scores, seconds, windows = self._frames(*arguments)
+            return Classification(labels, scores, seconds, windows, frame_seconds=self.unit / self.spec.sample_rate)
+        scores, seconds, windows = self._pooled(*arguments)
+        return Classification(labels, scores, seconds, windows)
+
+
+class FeatureExtractor(_WaveformEncoder):
+    """A program whose output is features: the encoder's hidden states per frame, or one embedding (an x-vector)."""
+
+    def features(
+        self,
+        audio: str | os.PathLike[str] | np.ndarray | torch.Tensor,
+        *,
+        sample_rate: int | None = None,
+        window_seconds: float | None = None,
+        overlap_seconds: float | None = None,
+        progress: bool = False,
+    ) -> np.ndarray:
+        """The features of `audio` (a file path, or mono samples at `sample_rate`): `(frames, features)` hidden
+        states, each frame from one window away from its edges; or one `(features,)` embedding, the mean of its
+        windows' embeddings (weighted by the audio each alone covers) when the audio is longer than the program
+        takes."""
+        arguments = (audio, sample_rate, window_seconds, overlap_seconds, progress, "encoding", lambda x: x)
+        if self.task == "features":
+            return self._frames(*arguments)[0]
+        return self._pooled(*arguments)[0]
 
 
 class _MelSource:
@@ -453,8 +622,9 @@ def _check_mel_dtype(dtype: np.dtype, origin: str) -> None:
 def load(path: str | os.PathLike[str], data_path: str | os.PathLike[str] | None = None) -> Model:
     """Load a .pte and its description (the sidecar beside it), checked against each other.
 
-    Returns a `SpeechRecognizer` for a CTC program, a `Vocoder` for a vocoder, and a plain `Model` (which can
-    only `run`) when there is no sidecar. Raises `ProgramLoadError` for a file that is not a loadable program
+    Returns a `SpeechRecognizer` for a CTC program, a `Vocoder` for a vocoder, an `AudioClassifier` for a
+    classifier (of the whole input or per frame), a `FeatureExtractor` for hidden states or speaker embeddings, and
+    a plain `Model` (which can only `run`) when there is no sidecar. Raises `ProgramLoadError` for a file that is not a loadable program
     and `DescriptionError` for a sidecar that is malformed or describes another program; both say what to do.
     """
     path = Path(path)
@@ -465,13 +635,25 @@ def load(path: str | os.PathLike[str], data_path: str | os.PathLike[str] | None 
     sidecar.check_digest(program.sha256, display(path))
     description = sidecar.description
     description.check_program(program.input_specs(), program.output_specs(), display(path))
-    kind = SpeechRecognizer if description.task == "ctc-asr" else Vocoder
-    return kind(program, description, path)
+    return _MODEL_OF_TASK[description.task](program, description, path)
 
+
+_MODEL_OF_TASK: dict[Task, type[_Windowed]] = {
+    "ctc-asr": SpeechRecognizer,
+    "vocoder": Vocoder,
+    "audio-classification": AudioClassifier,
+    "audio-frame-classification": AudioClassifier,
+    "speaker-embedding": FeatureExtractor,
+    "features": FeatureExtractor,
+}
 
 __all__ = [
+    "AudioClassifier",
+    "Classification",
     "DescriptionError",
+    "FeatureExtractor",
     "Model",
+    "Segment",
     "SpeechRecognizer",
     "Transcript",
     "Vocoder",

@@ -130,7 +130,7 @@ def recipe_programs(tmp_path_factory):
                 built = recipe.build(variant="tiny")
                 int8 = audiodeploy.Quantization(
                     audiodeploy.QuantizationScheme(quantize),
-                    keep_fp32=recipe.default_keep_fp32(built.source, built.variant),
+                    keep_fp32=built.keep_fp32,
                 )
                 lowered = audiodeploy.lower(
                     built.module,

@@ -290,9 +290,7 @@ def test_int8_static_vocoder_calibrates_on_its_longest_input_past_the_folds_narr
 def quantized_encoder():
     recipe = recipes.get("hubert")
     built = recipe.build(variant="tiny", length_range=TEST_RANGE["ctc-asr"])
-    int8 = Quantization(
-        QuantizationScheme.INT8_DYNAMIC, keep_fp32=recipe.default_keep_fp32(built.source, built.variant)
-    )
+    int8 = Quantization(QuantizationScheme.INT8_DYNAMIC, keep_fp32=built.keep_fp32)
     lowered = audiodeploy.lower(
         built.module,
         built.example_inputs,
@@ -340,7 +338,7 @@ def quantized_vocoder(audio_dir, request):
     int8 = Quantization(
         QuantizationScheme(recipe.check_int8_scheme("int8-static")),
         calibration=calibration,
-        keep_fp32=recipe.default_keep_fp32(built.source, built.variant),
+        keep_fp32=built.keep_fp32,
         fidelity_inputs=held_out_speech(built),
         fidelity=fidelity_measures(built),  # what export measures, here on inputs of one length
     )

@@ -134,3 +134,78 @@ def test_published_configuration(family, variant, parameters):
     ta_count = sum(p.numel() for p in ta_model.parameters())
     assert hf_count == parameters
     assert hf_count - ta_count == architecture.hidden_size
+
+
+# Each head a checkpoint of these families may carry, as its config.json's `architectures` names it: the program's
+# output kind and the output's shape for 0.5 s of audio at test size (24 frames, hidden 32).
+HEADS = [
+    ("wav2vec2", "ForSequenceClassification", "class-logits", (1, 3)),
+    ("wav2vec2", "ForAudioFrameClassification", "frame-class-logits", (1, 24, 3)),
+    ("wavlm", "ForXVector", "embedding", (1, 24)),
+    ("hubert", "Model", "hidden-states", (1, 24, 32)),
+    ("wav2vec2", "ForPreTraining", "hidden-states", (1, 24, 32)),
+]
+LABELS = {0: "no", 1: "yes", 2: "unknown"}
+
+
+def save_checkpoint_with_head(family: str, suffix: str, directory) -> torch.nn.Module:
+    """A test-size checkpoint of `family` with the head `suffix` names, written with save_pretrained; the model."""
+    import transformers
+
+    recipe = recipes.get(family)
+    config = recipe.transformers_config(recipe.variant("tiny").architecture)
+    config.id2label, config.label2id = LABELS, {label: index for index, label in LABELS.items()}
+    config.xvector_output_dim = 24
+    torch.manual_seed(3)
+    model = getattr(transformers, recipe.transformers_class_prefix + suffix)(config).eval()
+    model.save_pretrained(directory)
+    return model
+
+
+@pytest.mark.parametrize(("family", "suffix", "kind", "shape"), HEADS)
+def test_a_checkpoint_builds_with_the_head_it_has(family, suffix, kind, shape, tmp_path):
+    saved = save_checkpoint_with_head(family, suffix, tmp_path)
+    built = recipes.get(family).build("tiny", weights=str(tmp_path))
+    assert built.output.kind == kind and built.notes == ()
+    assert built.labels == (tuple(LABELS.values()) if "classification" in suffix.lower() else None)
+    assert built.vocabulary is None
+    assert built.describe().task == built.output.task
+    inputs = built.random_inputs(8000, seed=1)
+    with torch.no_grad():
+        output = built.module(*inputs)
+    assert tuple(output.shape) == shape
+    if suffix != "ForPreTraining":  # its own output is the contrastive task's, not the features
+        waveform = inputs[0]
+        if built.module.normalize_waveform:
+            waveform = torch.nn.functional.layer_norm(waveform, waveform.shape[-1:], eps=1e-7)
+        with torch.no_grad():
+            expected = saved(input_values=waveform)
+        expected = expected.embeddings if suffix == "ForXVector" else expected[0]
+        torch.testing.assert_close(output, expected, atol=1e-4, rtol=1e-4)
+
+
+def test_default_keep_fp32_follows_the_head(tmp_path):
+    save_checkpoint_with_head("wav2vec2", "ForSequenceClassification", tmp_path)
+    built = recipes.get("wav2vec2").build("tiny", weights=str(tmp_path))
+    assert built.keep_fp32 == ("*.feature_extractor.conv_layers.0.*", "*.projector", "*.classifier")
+    assert recipes.get("wav2vec2").build("tiny").keep_fp32 == ("*.feature_extractor.conv_layers.0.*", "*.lm_head")
+
+
+def test_an_architecture_without_a_program_is_refused_naming_those_there_are(tmp_path):
+    save_checkpoint_with_head("wav2vec2", "Model", tmp_path)
+    config = (tmp_path / "config.json").read_text().replace('"Wav2Vec2Model"', '"Wav2Vec2ForMaskedSpeech"')
+    (tmp_path / "config.json").write_text(config)
+    with pytest.raises(recipes.WeightsError, match="Wav2Vec2ForMaskedSpeech.*Wav2Vec2ForSequenceClassification"):
+        recipes.get("wav2vec2").build("tiny", weights=str(tmp_path))
+
+
+def test_the_recipe_of_a_checkpoint_is_found_by_its_model_type(tmp_path):
+    save_checkpoint_with_head("wavlm", "ForXVector", tmp_path / "wavlm")
+    assert recipes.for_checkpoint(str(tmp_path / "wavlm")).name == "wavlm"
+    from transformers import BertConfig
+
+    BertConfig(hidden_size=8, num_hidden_layers=1, num_attention_heads=2, intermediate_size=8).save_pretrained(
+        tmp_path / "bert"
+    )
+    with pytest.raises(recipes.UnknownRecipeError, match="'bert' model.*hubert.*wav2vec2"):
+        recipes.for_checkpoint(str(tmp_path / "bert"))

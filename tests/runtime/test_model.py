@@ -5,6 +5,7 @@ must give exactly what the module gives on the whole input, which is what proves
 
 from __future__ import annotations
 
+import itertools
 import json
 import subprocess
 import sys
@@ -18,7 +19,7 @@ import torch
 from audiodeploy import runtime
 from audiodeploy.program.description import DescriptionError
 from audiodeploy.program.vocabulary import STANDARD_ENGLISH
-from tests.runtime.programs import HOP, MEL, RATE, VOCODER_SPEC, export
+from tests.runtime.programs import HOP, LABELS, MEL, RATE, STRIDE, VOCODER_SPEC, export
 
 
 @pytest.fixture(scope="module")
@@ -39,9 +40,20 @@ def speech_like(seconds: float, seed: int = 0) -> np.ndarray:
     )
 
 
-def test_load_knows_the_task(ctc, vocoder):
+@pytest.fixture(scope="module")
+def heads(tmp_path_factory):
+    """The stand-in of each other head a speech encoder checkpoint may carry: kind -> (path, module)."""
+    directory = tmp_path_factory.mktemp("heads")
+    return {kind: export(kind, directory) for kind in ("classifier", "frame-classifier", "features", "embedding")}
+
+
+def test_load_knows_the_task(ctc, vocoder, heads):
     assert isinstance(runtime.load(ctc[0]), runtime.SpeechRecognizer)
     assert isinstance(runtime.load(vocoder[0]), runtime.Vocoder)
+    assert isinstance(runtime.load(heads["classifier"][0]), runtime.AudioClassifier)
+    assert isinstance(runtime.load(heads["frame-classifier"][0]), runtime.AudioClassifier)
+    assert isinstance(runtime.load(heads["features"][0]), runtime.FeatureExtractor)
+    assert isinstance(runtime.load(heads["embedding"][0]), runtime.FeatureExtractor)
 
 
 def test_a_long_recording_is_transcribed_in_windows_exactly_as_the_whole(ctc):
@@ -185,3 +197,82 @@ def test_memory_stays_flat_however_long_the_file(ctc, tmp_path):
     assert windows > 1000
     # Reading the whole file as float32 would take 38 MB; labels for ten minutes take about 1 MB.
     assert growth_kib < 12 * 1024, f"memory grew by {growth_kib} KiB"
+
+
+def _eager(module: torch.nn.Module, audio: np.ndarray) -> np.ndarray:
+    padded = np.zeros(-(-audio.size // STRIDE) * STRIDE, dtype=np.float32)  # the runtime pads to whole frames
+    padded[: audio.size] = audio
+    with torch.no_grad():
+        return module(torch.from_numpy(padded).unsqueeze(0))[0].numpy()
+
+
+def _softmax(logits: np.ndarray) -> np.ndarray:
+    exp = np.exp(logits - logits.max(axis=-1, keepdims=True))
+    return exp / exp.sum(axis=-1, keepdims=True)
+
+
+def test_a_classifier_gives_the_label_probabilities_of_its_logits(heads):
+    path, module = heads["classifier"]
+    audio = speech_like(0.4)  # one window
+    result = runtime.load(path).classify(audio)
+    np.testing.assert_allclose(result.scores, _softmax(_eager(module, audio)), atol=1e-5)
+    assert result.labels == LABELS and result.frame_seconds is None and result.windows == 1
+    top = result.top(2)
+    assert [label for label, _ in top] == [LABELS[i] for i in np.argsort(-result.scores)[:2]]
+    assert top[0][1] == pytest.approx(float(result.scores.max()))
+
+
+def test_a_long_input_is_classified_as_the_mean_of_its_windows_weighted_by_the_audio_each_covers(heads):
+    path, module = heads["classifier"]
+    model = runtime.load(path)
+    audio = speech_like(1.3, seed=3)
+    result = model.classify(audio)
+    plan = model.plan(audio.size, None, None)
+    expected = sum(
+        _softmax(_eager(module, audio[w.start * STRIDE : (w.start + w.units) * STRIDE])) * w.kept for w in plan.windows
+    ) / sum(w.kept for w in plan.windows)
+    assert result.windows == len(plan.windows) > 1
+    np.testing.assert_allclose(result.scores, expected, atol=1e-5)
+    assert result.scores.sum() == pytest.approx(1.0, abs=1e-5)
+
+
+def test_a_frame_classifier_scores_every_frame_exactly_as_the_whole_input(heads):
+    path, module = heads["frame-classifier"]
+    audio = speech_like(2.1, seed=1)  # four times the longest input
+    result = runtime.load(path).classify(audio)
+    expected = _softmax(_eager(module, audio))
+    assert result.windows > 3 and result.frame_seconds == STRIDE / RATE
+    np.testing.assert_allclose(result.scores, expected, atol=1e-5)
+    segments = result.segments()
+    assert segments[0].start_seconds == 0 and segments[-1].end_seconds == pytest.approx(len(expected) * STRIDE / RATE)
+    assert all(a.end_seconds == b.start_seconds and a.label != b.label for a, b in zip(segments, segments[1:]))
+    assert [segment.label for segment in segments] == [
+        label for label, _ in itertools.groupby(LABELS[i] for i in expected.argmax(-1))
+    ]
+
+
+def test_features_are_the_hidden_states_of_every_frame_or_one_embedding(heads):
+    path, module = heads["features"]
+    audio = speech_like(1.7, seed=2)
+    features = runtime.load(path).features(audio)
+    np.testing.assert_allclose(features, _eager(module, audio), atol=1e-5)
+    path, module = heads["embedding"]
+    short = speech_like(0.3)
+    embedding = runtime.load(path).features(short)
+    assert embedding.shape == (12,)
+    np.testing.assert_allclose(embedding, _eager(module, short), atol=1e-5)
+
+
+def test_a_classifier_sidecar_must_name_as_many_labels_as_the_program_scores(heads, tmp_path):
+    path, _ = heads["classifier"]
+    copy = tmp_path / "classifier.pte"
+    copy.write_bytes(path.read_bytes())
+    content = json.loads(path.with_suffix(".json").read_text())
+    content["model"]["labels"] = content["model"]["labels"][:3]
+    (tmp_path / "classifier.json").write_text(json.dumps(content))
+    with pytest.raises(DescriptionError, match="scores 4 labels, the sidecar names 3"):
+        runtime.load(copy)
+    del content["model"]["labels"]
+    (tmp_path / "classifier.json").write_text(json.dumps(content))
+    with pytest.raises(DescriptionError, match="labels"):
+        runtime.load(copy)

@@ -20,14 +20,18 @@ reduced elements ``K`` is fixed::
 
     x [.., K] ── view [1, P, -1, 1] ── mean([2, 3], keepdim) ── view [.., 1]
 
+    a reduction over other dimensions (a classifier's mean over the frames of [1, T, C]) is the same after a
+    permute that moves the reduced dimensions innermost, which XNNPACK delegates:
+
+    x [1, T, C] ── permute [0, 2, 1] ── [1, C, T] ── (as above) ── [1, C]
+
 The linear form needs no layout change; its weight is a lifted constant (one per
 reduction; the program stores identical bytes once). The pooling form needs the leading
 dimensions (``P`` elements) to be fixed so that each reshape has at most one
 inferred size; XNNPACK transposes the pooling input to channels-last.
 
 The pass leaves a reduction as it is, and does nothing on a program without one, when
-it is already a 4-D mean over dims 2 and 3, when it does not reduce the trailing
-dimensions, when it converts the dtype or the input is not float32, when it is a
+it is already a 4-D mean over dims 2 and 3, when it converts the dtype or the input is not float32, when it is a
 sum over a number of elements that depends on the input length (a sum has no
 pooling form), or when the dimensions kept depend on the input length in a way a
 single inferred reshape size cannot express.
@@ -69,13 +73,14 @@ class SumAndMeanAsXnnpackReductionsPass(NodeRewritePass):
         is_mean = node.target == aten.mean.dim
         if is_mean and rank == 4 and dims == [2, 3] and keepdim:
             return Skip("already XNNPACK's global average pooling")
-        if dims != list(range(rank - len(dims), rank)):
-            return Skip("it reduces dimensions that are not the innermost ones")
-        lead = list(val.shape[: rank - len(dims)])
+        kept = [d for d in range(rank) if d not in dims]
+        lead = [val.shape[d] for d in kept]
         count = math.prod(val.shape[d] for d in dims)
-        out_sizes = static_view_sizes(lead + [1] * len(dims) if keepdim else lead)
+        out_sizes = static_view_sizes(list(node.meta["val"].shape))
         if out_sizes is None:
             return Skip("two or more of its output sizes depend on the input length")
+        if dims != list(range(rank - len(dims), rank)):
+            x = insert_op(self.graph, aten.permute.default, (x, kept + dims), origin=node)
         if is_static(count):
             reduced = self._as_linear(node, x, lead, int(count), len(dims), 1.0 / int(count) if is_mean else 1.0)
         elif is_mean:

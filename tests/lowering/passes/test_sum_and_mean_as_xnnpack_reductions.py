@@ -109,10 +109,25 @@ class MeanOverChannels(torch.nn.Module):
         return x.mean(dim=1)
 
 
-def test_does_nothing_on_global_average_pooling_or_leading_dims():
-    for module, x in ((SpatialMean(), torch.randn(1, 4, 5, 6)), (MeanOverChannels(), torch.randn(2, 4, 5))):
-        ep = export_aten(module, (x,))
-        assert not SumAndMeanAsXnnpackReductionsPass(ep)(ep.graph_module).modified, module
+class MeanOverFrames(torch.nn.Module):
+    """A classifier's pooling: [1, T, C] -> [1, C], the mean over the frames (not the innermost dimension)."""
+
+    def forward(self, x):
+        return x.mean(dim=1) * 2.0
+
+
+def test_does_nothing_on_global_average_pooling():
+    ep = export_aten(SpatialMean(), (torch.randn(1, 4, 5, 6),))
+    assert not SumAndMeanAsXnnpackReductionsPass(ep)(ep.graph_module).modified
+
+
+def test_a_mean_over_leading_dims_is_permuted_innermost_first():
+    cases = [(torch.randn(2, 4, 5),)]
+    counts = {"aten.permute.default": 1, "aten.linear.default": 1}
+    assert_written_as_reductions(MeanOverChannels(), cases, None, counts)
+    cases = [(torch.randn(1, n, 16),) for n in (20, 8, 64)]
+    counts = {"aten.permute.default": 1, "aten.mean.dim": 1}
+    assert_written_as_reductions(MeanOverFrames(), cases, ({1: FRAMES},), counts)
 
 
 class NormsAroundUndelegatedOp(torch.nn.Module):
