@@ -221,3 +221,29 @@ def _lowered_tiny_recipe(name: str, variant: str, source: str) -> tuple[BuiltMod
         lambda: audiodeploy.lower(built.module, built.example_inputs, dynamic_shapes=built.dynamic_shapes),
     )
     return built, lowered
+
+
+def int8_dynamic_tiny_wav2vec2() -> tuple[BuiltModel, LoweredProgram, list[tuple[torch.Tensor, ...]]]:
+    """wav2vec2's tiny variant lowered int8-dynamic as `audiodeploy export --quantize int8-dynamic` does (the
+    recipe's keep_fp32), with its fidelity measured on two held-out inputs at both ends of the range; once per
+    session, shared by the quantizer's tests and the native runner's (an int8 lowering is 30-40 s of CPU here)."""
+    from audiodeploy import recipes
+    from audiodeploy.program import fidelity
+
+    built = recipes.get("wav2vec2").build(variant="tiny")
+    spec = built.input
+    held_out = [built.random_inputs(n, seed=7 + n) for n in (spec.min_length, 3 * spec.example_length)]
+
+    def lower() -> LoweredProgram:
+        quantization = audiodeploy.Quantization(
+            audiodeploy.QuantizationScheme.INT8_DYNAMIC,
+            keep_fp32=built.keep_fp32,
+            fidelity_inputs=held_out,
+            fidelity={"snr_db": fidelity.output_snr_db, "argmax": fidelity.frame_argmax_agreement},
+        )
+        options = audiodeploy.LoweringOptions(quantization=quantization)
+        return audiodeploy.lower(
+            built.module, built.example_inputs, dynamic_shapes=built.dynamic_shapes, options=options
+        )
+
+    return built, shared_value("int8-dynamic-wav2vec2-tiny", lower), held_out

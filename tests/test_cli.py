@@ -133,18 +133,6 @@ def test_foreign_file_as_program(tmp_path):
     assert_clean_error(audiodeploy("inspect", str(foreign)), "not an ExecuTorch program", "zip")
 
 
-def test_an_int8_export_records_its_scheme_and_fidelity(tmp_path):
-    result = audiodeploy(
-        "export", "wav2vec2", "--variant", "tiny", "--seconds", "0.5", "--quantize", "int8-dynamic", cwd=tmp_path
-    )
-    assert result.returncode == 0, result.stderr
-    sidecar = json.loads((tmp_path / "wav2vec2-tiny-int8-dynamic.json").read_text())
-    quantization = sidecar["lowering"]["quantization"]
-    assert quantization["scheme"] == "int8-dynamic"
-    assert sidecar["lowering"]["methods"]["forward"]["delegates"] == 1
-    assert "int8" in result.stdout
-
-
 def test_int8_options_that_do_not_go_together_are_refused_before_any_work(tmp_path):
     wav = write_tone(tmp_path / "a.wav", 0.5, sample_rate=16000, channels=1)
     for args, words in [

@@ -127,12 +127,17 @@ def test_int8_under_the_fidelity_floor_is_an_error_with_strict_and_nothing_is_wr
 def test_int8_under_the_fidelity_floor_warns_and_the_sidecar_keeps_it_and_sensitivity_shows_progress(
     tmp_path, silent_dir
 ):
+    """Also what every int8 export records: its scheme, its one delegate, its fidelity (the only int8 export of a
+    speech encoder through the command line; an int8 lowering is 30-40 s of CPU here)."""
     result = audiodeploy("export", *TINY_ENCODER, "--calibrate", str(silent_dir / "silence0.wav"), "--sensitivity", "-o",
                          "w.pte", cwd=tmp_path)  # fmt: skip
     assert result.returncode == 0, result.stderr
     warnings = [line for line in result.stderr.splitlines() if line.startswith("warning:")]
     assert len(warnings) == 1 and f"below the {FLOOR_DB:g} dB floor" in warnings[0], result.stderr
-    quantization = json.loads((tmp_path / "w.json").read_text())["lowering"]["quantization"]
+    lowering = json.loads((tmp_path / "w.json").read_text())["lowering"]
+    quantization = lowering["quantization"]
+    assert quantization["scheme"] == "int8-static" and lowering["methods"]["forward"]["delegates"] == 1
+    assert "int8" in result.stdout
     assert quantization["methods"]["forward"]["fidelity"]["snr_db"] < FLOOR_DB
     assert [f"warning: {w}" for w in quantization["warnings"]] == warnings
     # Each GEMM measured alone is announced as it starts: the first at once, then at most one every few seconds.

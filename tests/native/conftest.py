@@ -14,7 +14,7 @@ from torch.export import Dim
 
 import audiodeploy
 from audiodeploy.native import BuiltRunner, build_runner
-from tests.pipeline import lowered_tiny_recipe
+from tests.pipeline import int8_dynamic_tiny_wav2vec2, lowered_tiny_recipe
 from tests.shared import shared_directory
 
 CHANNELS = 4
@@ -117,7 +117,6 @@ class RecipeProgram:
 @pytest.fixture(scope="session")
 def recipe_programs(tmp_path_factory):
     """``recipe_programs(name, quantize=None)``: lowered once per session, shared by the qemu, adb and ssh tests."""
-    from audiodeploy import recipes
 
     made: dict[tuple[str, str | None], RecipeProgram] = {}
 
@@ -126,18 +125,8 @@ def recipe_programs(tmp_path_factory):
             if quantize is None:
                 built, lowered = lowered_tiny_recipe(name)  # the program tests/recipes/test_lowered.py checks
             else:
-                recipe = recipes.get(name)
-                built = recipe.build(variant="tiny")
-                int8 = audiodeploy.Quantization(
-                    audiodeploy.QuantizationScheme(quantize),
-                    keep_fp32=built.keep_fp32,
-                )
-                lowered = audiodeploy.lower(
-                    built.module,
-                    built.example_inputs,
-                    dynamic_shapes=built.dynamic_shapes,
-                    options=audiodeploy.LoweringOptions(quantization=int8),
-                )
+                assert (name, quantize) == ("wav2vec2", "int8-dynamic"), "only this int8 program is shared"
+                built, lowered, _ = int8_dynamic_tiny_wav2vec2()  # the program tests/lowering/test_quantize.py checks
             path = lowered.save(tmp_path_factory.mktemp(name) / f"{name}-tiny-{quantize or 'fp32'}.pte")
             inputs = built.random_inputs(built.input.length_for_seconds(0.25), seed=1)
             made[name, quantize] = RecipeProgram(name, path, built, inputs)
