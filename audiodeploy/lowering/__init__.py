@@ -4,7 +4,14 @@ It runs no program: :func:`lower` measures a quantized program through the calle
 (``audiodeploy.lower`` gives one on :mod:`audiodeploy.runtime`).
 """
 
-from audiodeploy.lowering.pipeline import LoweredProgram, LoweringOptions, Method, ProgramRunner, lower
+from audiodeploy.lowering.pipeline import (
+    DataDependentShapeError,
+    LoweredProgram,
+    LoweringOptions,
+    Method,
+    ProgramRunner,
+    lower,
+)
 from audiodeploy.lowering.quantize import (
     KeepFp32PatternError,
     Quantization,
@@ -24,6 +31,7 @@ from audiodeploy.lowering.report import (
 )
 
 __all__ = [
+    "DataDependentShapeError",
     "DeclinedGemm",
     "Fold",
     "Fp32Gemm",

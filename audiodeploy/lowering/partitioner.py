@@ -1,13 +1,29 @@
 """The XNNPACK partitioner audiodeploy lowers with, and the reasons it gives.
 
-Stock ``XnnpackPartitioner`` with two corrections to its configs, each a case
+Stock ``XnnpackPartitioner`` with corrections to its configs, each a case
 where 1.5.1 delegates what XNNPACK then computes wrongly or refuses to load:
 
 - 1.5.1's addmm lowering ignores ``alpha`` and ``beta``, so
   ``torch.addmm(b, x, w, alpha=2, beta=3)`` would be delegated and return wrong
   results; :class:`DefaultScaleAddmmConfig` declines it;
 - no config checks tensor rank, and XNNPACK has at most 6 dimensions;
-  every config is wrapped by :class:`_WithinXnnpackRank`.
+  every config is wrapped by :class:`_WithinXnnpackRank`;
+- XNNPACK's static reshape infers at most one dynamic size, and 1.5.1's
+  ``unsqueeze_copy`` config does not check it: a ``[T, T]`` value unsqueezed at a
+  dynamic ``T`` is delegated and preprocessing then fails ("reshape only supports
+  1 dynamic dimension"), failing the whole lowering;
+  :class:`OneDynamicSizeUnsqueezeCopyConfig` and :class:`OneDynamicSizeViewCopyConfig`
+  decline such a reshape, which then runs on the portable kernel;
+- 1.5.1's GELU lowering ignores ``approximate``: ``F.gelu(x, approximate="tanh")``
+  is delegated and computed as the erf GELU (2e-4 off near ``x = -2``);
+  :class:`ExactGeluConfig` declines it, and the rewrite
+  :mod:`~audiodeploy.lowering.passes.tanh_gelu_as_tanh` writes it in ops XNNPACK delegates.
+
+And one config 1.5.1 leaves out: its ``EluConfig`` is commented out of
+``ALL_PARTITIONER_CONFIGS`` ("waiting for PyTorch pin update"), so every ELU
+(EnCodec, Mimi, DAC) cuts the delegate, while XNNPACK and the 1.5.1 runtime
+compute it; :class:`UnitScaleEluConfig` delegates it where its node visitor
+computes what was asked (SELU's ``scale`` it ignores).
 
 These fixes apply to every lowering, ``fold=False`` included: a wrong result is
 never a useful baseline.
@@ -29,10 +45,17 @@ from collections.abc import Iterator
 import torch
 from executorch.backends.xnnpack.partition.config import ALL_PARTITIONER_CONFIGS
 from executorch.backends.xnnpack.partition.config.gemm_configs import AddmmConfig
+from executorch.backends.xnnpack.partition.config.generic_node_configs import (
+    EluConfig,
+    GeluConfig,
+    UnsqueezeCopyConfig,
+    ViewCopyConfig,
+)
 from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
 from executorch.exir.backend.partitioner import PartitionResult
 from executorch.exir.backend.utils import WhyNoPartition
 from torch.export import ExportedProgram
+from torch.fx.experimental.symbolic_shapes import free_symbols
 from torch.fx.passes.infra.partitioner import Partition
 from torch.fx.passes.utils.fuser_utils import validate_partition
 
@@ -53,6 +76,76 @@ class DefaultScaleAddmmConfig(AddmmConfig):
             _why(node, f"XNNPACK's addmm ignores alpha and beta (alpha={alpha}, beta={beta})")
             return False
         return super().check_constraints(node, ep)
+
+
+class ExactGeluConfig(GeluConfig):
+    """gelu, delegated only as the erf GELU: 1.5.1's node visitor writes every GELU as XNNPACK's erf GELU."""
+
+    def check_constraints(self, node: torch.fx.Node, ep: ExportedProgram) -> bool:
+        approximate = node.kwargs.get("approximate", node.args[1] if len(node.args) > 1 else "none")
+        if approximate != "none":
+            _why(node, f"XNNPACK 1.5.1 computes every GELU as the erf GELU, this one is approximate={approximate!r}")
+            return False
+        return super().check_constraints(node, ep)
+
+
+class UnitScaleEluConfig(EluConfig):
+    """elu, delegated when ``scale == input_scale == 1`` and ``alpha`` is given (what the node visitor reads).
+
+    1.5.1's ``ELUVisitor`` passes ``node.args[1]`` as XNNPACK's alpha and nothing else: SELU, which edge
+    lowering writes as ``elu(x, alpha, scale=1.0507)``, would be computed without its scale.
+    """
+
+    def check_constraints(self, node: torch.fx.Node, ep: ExportedProgram) -> bool:
+        if len(node.args) < 2:
+            _why(node, "XNNPACK's ELU reads alpha as the op's second argument, and this call passes none")
+            return False
+        given = dict(zip(("alpha", "scale", "input_scale"), node.args[1:])) | dict(node.kwargs)
+        scales = (given.get("scale", 1), given.get("input_scale", 1))
+        if scales != (1, 1):
+            _why(node, f"XNNPACK's ELU has alpha only, this one scales (scale, input_scale) = {scales}")
+            return False
+        return super().check_constraints(node, ep)
+
+
+class _AtMostOneDynamicSize:
+    """Declines a reshape whose output has more than one size that depends on the input length.
+
+    XNNPACK's static reshape takes the output shape with one size left to infer at run time;
+    1.5.1's node visitors refuse two (``op_squeeze.py``, ``op_view_copy.py``) when the delegate
+    is built, after the partitioner took the op, and the whole lowering fails. Declined here,
+    the reshape runs on the portable kernel and the rest is delegated as usual.
+    """
+
+    def check_constraints(self, node: torch.fx.Node, ep: ExportedProgram) -> bool:
+        out = node.meta.get("val")
+        shape = tuple(out.shape) if isinstance(out, torch.Tensor) else ()
+        # free_symbols, as the visitors count them: a size the export fixed is no longer dynamic.
+        dynamic = [size for size in shape if free_symbols(size)]
+        if len(dynamic) > 1:
+            sizes = ", ".join(str(size) for size in shape)
+            _why(
+                node,
+                f"XNNPACK's reshape infers at most one dynamic size, this output ({sizes}) has {len(dynamic)}",
+            )
+            return False
+        return super().check_constraints(node, ep)  # type: ignore[misc]
+
+
+class OneDynamicSizeViewCopyConfig(_AtMostOneDynamicSize, ViewCopyConfig):
+    """view_copy, delegated only when its output has at most one dynamic size.
+
+    1.5.1 declines a view with two already, as a "Symbolic reshape" or with "invalid dtype" (a
+    size that is a node, not a number); this says why in terms of the shape.
+    """
+
+
+class OneDynamicSizeUnsqueezeCopyConfig(_AtMostOneDynamicSize, UnsqueezeCopyConfig):
+    """unsqueeze_copy, delegated only when its output has at most one dynamic size.
+
+    The case that fails stock 1.5.1: a ``[T, T]`` relative-distance value unsqueezed for a
+    broadcast (an ``einsum`` over relative position embeddings) at a dynamic ``T``.
+    """
 
 
 # XNN_MAX_TENSOR_DIMS: XNNPACK cannot define a tensor of more dimensions.
@@ -85,8 +178,15 @@ def _within_rank(config: type) -> type:
     return type(config.__name__, (_WithinXnnpackRank, config), {"__doc__": config.__doc__})
 
 
+_CORRECTED_CONFIGS: dict[type, type] = {
+    AddmmConfig: DefaultScaleAddmmConfig,
+    ViewCopyConfig: OneDynamicSizeViewCopyConfig,
+    UnsqueezeCopyConfig: OneDynamicSizeUnsqueezeCopyConfig,
+    GeluConfig: ExactGeluConfig,
+}
+
 PARTITIONER_CONFIGS = [
-    _within_rank(DefaultScaleAddmmConfig if config is AddmmConfig else config) for config in ALL_PARTITIONER_CONFIGS
+    _within_rank(_CORRECTED_CONFIGS.get(config, config)) for config in [*ALL_PARTITIONER_CONFIGS, UnitScaleEluConfig]
 ]
 
 

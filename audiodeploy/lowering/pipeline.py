@@ -13,7 +13,8 @@ weight being a parameter.
 So the fold is applied to the exported ATen program, and the real partitioner
 then decides:
 
-1. ``torch.export`` each method, and (``LoweringOptions.rewrite``) apply the ATen-level rewrites
+1. ``torch.export`` each method (one whose sizes depend on its input's values is refused here,
+   :class:`DataDependentShapeError`), and (``LoweringOptions.rewrite``) apply the ATen-level rewrites
    of :data:`~audiodeploy.lowering.passes.XNNPACK_REWRITES`, which write the
    ops XNNPACK 1.5.1 declines (layer and group norm, means, unmasked SDPA and
    4-D attention matmuls, reshapes with symbolic sizes, a slice of a dynamic
@@ -50,6 +51,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -65,8 +67,11 @@ from executorch.exir import (
 )
 from executorch.exir.passes.init_mutable_pass import InitializedMutableBufferPass
 from torch.export import ExportedProgram
+from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols
+from torch.utils import _pytree as pytree
 
 from audiodeploy._files import atomic_write_bytes
+from audiodeploy.errors import AudiodeployError
 from audiodeploy.lowering.partitioner import ExplainingXnnpackPartitioner
 from audiodeploy.lowering.passes import Rewritten, rewrite_for_xnnpack
 from audiodeploy.lowering.passes.fold_computed_gemm_weights import (
@@ -110,6 +115,10 @@ FIDELITY_INPUT_COUNT = 2
 
 SymbolRanges = dict[Any, Any]
 """What :func:`~audiodeploy.lowering.passes.plan_for_export_range.export_symbol_ranges` returns: symbol -> range."""
+
+
+class DataDependentShapeError(AudiodeployError, ValueError):
+    """A method with a tensor whose size depends on the input's values, not only on the input's shape."""
 
 
 @dataclass(frozen=True)
@@ -203,7 +212,9 @@ def lower(
     ``run_program`` on the fidelity inputs and compared with eager: quantizing
     without one is a :class:`TypeError`. A ``keep_fp32`` pattern that matches no
     GEMM of any method raises :class:`~audiodeploy.lowering.quantize.KeepFp32PatternError`
-    before anything is quantized or measured. ``progress`` is told of each calibration
+    before anything is quantized or measured. A method whose output length depends on its
+    input's values (``nonzero``, ``repeat_interleave`` by a tensor) raises
+    :class:`DataDependentShapeError` before any rewrite. ``progress`` is told of each calibration
     input and each GEMM whose sensitivity is measured (one line each, e.g.
     ``"measuring sensitivity: GEMM 3 of 40 (linear @ model.lm_head)"``), for a caller to show.
     """
@@ -215,6 +226,8 @@ def lower(
         )
     methods = _as_methods(program, example_inputs, dynamic_shapes)
     exported = {name: _export(method) for name, method in methods.items()}
+    for name, ep in exported.items():
+        _check_sizes_follow_from_shapes(name, ep)
     export_ranges = {name: export_symbol_ranges(ep) for name, ep in exported.items()}
     rewrites = {name: rewrite_for_xnnpack(ep) if options.rewrite else None for name, ep in exported.items()}
     plans = {name: plan_folds(ep) if options.fold else None for name, ep in exported.items()}
@@ -248,6 +261,50 @@ def _export(method: Method) -> ExportedProgram:
     return torch.export.export(
         method.module, tuple(method.example_inputs), dynamic_shapes=method.dynamic_shapes
     ).run_decompositions({})
+
+
+def _check_sizes_follow_from_shapes(name: str, program: ExportedProgram) -> None:
+    """Raise :class:`DataDependentShapeError` at the first op of ``program`` whose output size depends on data.
+
+    ``torch.export`` takes ``nonzero``, ``repeat_interleave`` by a tensor of counts or a size read with
+    ``.item()``, and gives the size an unbacked symbol (``u0``) that no input shape determines. Nothing after it can
+    plan for that size: a rewrite that asks anything of it fails deep inside (``GuardOnDataDependentSymNode`` in a
+    reshape), and stock lowering fails the same way or on an op the edge dialect refuses, far from the model's
+    line that made the size. So this runs before any rewrite, and names that op and line.
+    """
+    for node in program.graph.nodes:
+        shapes = [v.shape for v in pytree.tree_leaves(node.meta.get("val")) if isinstance(v, torch.Tensor)]
+        unbacked = next((shape for shape in shapes if free_unbacked_symbols(shape)), None)
+        if unbacked is not None:
+            shape = ", ".join(str(size) for size in unbacked)
+            symbols = ", ".join(str(symbol) for symbol in free_unbacked_symbols(unbacked))
+            raise DataDependentShapeError(
+                f"{name}: {node.target} at {_source_line(node)} makes a tensor of shape ({shape}) where {symbols} "
+                "depends on the input's values, not only on its shape, and lowering cannot plan for that; split the "
+                "model there: compute the data-dependent part on the host and lower the parts before and after it "
+                "as separate methods (audiodeploy.Method)"
+            )
+
+
+# One frame of a node's stack_trace, as torch.export records it: the file, the line and, below, the code.
+_FRAME = re.compile(r'File "(?P<file>[^"]+)", line (?P<line>\d+), in [^\n]*(?:\n[ \t]+(?P<code>[^\n]*))?')
+_TORCH_SOURCES = os.path.dirname(torch.__file__) + os.sep
+
+
+def _source_line(node: torch.fx.Node) -> str:
+    """``file:line (`code`)`` of the innermost frame that made ``node`` outside torch's own sources: the model's line.
+
+    Outside torch: for ``F.interpolate(x, size=n)`` the innermost frame is in ``torch/nn/functional.py``, and the
+    line to change is the caller's.
+    """
+    frames = list(_FRAME.finditer(node.meta.get("stack_trace") or ""))
+    if not frames:  # e.g. an op a decomposition added; the module still says where
+        stack = node.meta.get("nn_module_stack") or {}
+        path = next(reversed(stack.values()), ("",))[0]
+        return f"module {path or '(top-level module)'} (no source line recorded)"
+    frame = next((f for f in reversed(frames) if not f["file"].startswith(_TORCH_SOURCES)), frames[-1])
+    code = f" (`{frame['code'].strip()}`)" if frame["code"] else ""
+    return f"{frame['file']}:{frame['line']}{code}"
 
 
 @dataclass(frozen=True)

@@ -52,3 +52,31 @@ def test_capture_restores_the_loggers():
     with capture_decline_reasons():
         pass
     assert (logger.level, logger.propagate, list(logger.handlers)) == before
+
+
+class PairwiseDifferences(torch.nn.Module):
+    """A T x T value from a length-T input, unsqueezed for a broadcast, as an einsum over relative positions is
+    (Wav2Vec2-BERT's relative-key attention): its output has two dynamic sizes."""
+
+    def forward(self, x):
+        differences = x[:, :, None] - x[:, None, :]
+        return torch.relu(differences).unsqueeze(-1) * 2.0
+
+
+def test_fp32_reshape_with_two_dynamic_sizes_stays_outside_with_its_reason():
+    # Stock 1.5.1 delegates the unsqueeze and fails when building the delegate: "reshape only supports 1 dynamic
+    # dimension". Declined, it runs on the portable kernel between two delegates.
+    torch.manual_seed(0)
+    length = torch.export.Dim("length", min=2, max=64)
+    with capture_decline_reasons() as reasons:
+        report = lower_and_compare(
+            PairwiseDifferences().eval(),
+            (torch.randn(1, 5),),
+            dynamic_shapes=({1: length},),
+            also_run=[(torch.randn(1, 37),)],
+        )
+    assert report.ops_outside_delegates == {"aten.unsqueeze_copy": 1}, report
+    assert report.delegates == 2, report
+    declined = [reason for node, node_reasons in reasons.items() if "unsqueeze" in node for reason in node_reasons]
+    assert len(declined) == 1 and "reshape infers at most one dynamic size" in declined[0], reasons
+    assert declined[0].endswith("has 2"), declined

@@ -11,10 +11,13 @@ from dataclasses import dataclass
 from torch.export import ExportedProgram
 
 from audiodeploy.lowering.passes.attention_heads_as_batch import AttentionHeadsAsBatchPass
+from audiodeploy.lowering.passes.channel_selections_as_convolutions import ChannelSelectionsAsConvolutionsPass
 from audiodeploy.lowering.passes.conv_chains_as_images import ConvChainsAsImagesPass
 from audiodeploy.lowering.passes.conv_tail_slice_as_padding import ConvTailSliceAsPaddingPass
 from audiodeploy.lowering.passes.decompose_normalization import DecomposeNormalizationPass
 from audiodeploy.lowering.passes.depthwise_transposed_conv_as_phases import DepthwiseTransposedConvAsPhasesPass
+from audiodeploy.lowering.passes.erf_gelu_as_gelu import ErfGeluAsGeluPass
+from audiodeploy.lowering.passes.full_like_as_clamp import FullLikeAsClampPass
 from audiodeploy.lowering.passes.inverse_stft_as_convolution import InverseStftAsConvolutionPass
 from audiodeploy.lowering.passes.length_only_values_as_constants import LengthOnlyValuesAsConstantsPass
 from audiodeploy.lowering.passes.location_variable_conv_as_bmm import LocationVariableConvAsBmmPass
@@ -26,15 +29,19 @@ from audiodeploy.lowering.passes.squeeze_unsqueeze_pairs import SqueezeUnsqueeze
 from audiodeploy.lowering.passes.static_reshape import StaticReshapePass
 from audiodeploy.lowering.passes.strided_conv_as_gemm import StridedConvAsGemmPass
 from audiodeploy.lowering.passes.sum_and_mean_as_xnnpack_reductions import SumAndMeanAsXnnpackReductionsPass
+from audiodeploy.lowering.passes.tanh_gelu_as_tanh import TanhGeluAsTanhPass
 from audiodeploy.lowering.passes.transposed_conv_as_polyphase import TransposedConvAsPolyphasePass
 from audiodeploy.lowering.passes.unpack_split_of_cat import UnpackSplitOfCatPass
 
 XNNPACK_REWRITES = (
     LengthOnlyValuesAsConstantsPass,  # first: what it replaces may hold reshapes the others would rewrite
     ParameterOnlyValuesAsConstantsPass,  # early: the rewrites below see its values as the constants they are
+    FullLikeAsClampPass,  # after the passes above, which drop or store some fills whole; emits clamps
+    ErfGeluAsGeluPass,  # emits gelu, which the conv chain passes below carry as one elementwise op
     UnpackSplitOfCatPass,  # a packed bias split across GEMMs is computed; its pieces are not
     SplitAsLinearsPass,  # after it: a packed bias is unpacked where the linears are separate already
     LocationVariableConvAsBmmPass,  # emits convolutions (stride 1), permutes and reshapes the passes below tidy
+    ChannelSelectionsAsConvolutionsPass,  # after the three above (they take some splits and slices whole); emits conv1d
     TransposedConvAsPolyphasePass,  # emits a stride-1 convolution, pads and views already static: before the reshape passes
     StridedConvAsGemmPass,  # emits unsqueezes and squeezes
     DecomposeNormalizationPass,  # emits means, reshapes, unsqueezes and squeezes
@@ -47,6 +54,7 @@ XNNPACK_REWRITES = (
     SumAndMeanAsXnnpackReductionsPass,  # emits reshapes
     ConvChainsAsImagesPass,  # after every rewrite that emits or matches a conv1d; emits unsqueezes and squeezes
     SqueezeUnsqueezePairsPass,  # after every rewrite that emits squeezes and unsqueezes
+    TanhGeluAsTanhPass,  # after the two above, which carry a gelu along convolutions as one op, not its pieces
     StaticReshapePass,  # last: every reshape the others left or emitted
 )
 

@@ -1,0 +1,59 @@
+"""A size that depends on the input's values: one clear error from lower(), before any rewrite runs into it."""
+
+from pathlib import Path
+
+import pytest
+import torch
+
+import audiodeploy
+from audiodeploy.errors import AudiodeployError
+from audiodeploy.lowering import DataDependentShapeError, LoweringOptions
+
+
+class RepeatByCounts(torch.nn.Module):
+    """Each frame repeated by a count the caller gives: VITS's expansion by predicted durations."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.linear = torch.nn.Linear(4, 4)
+
+    def forward(self, x, counts):
+        frames = x.repeat_interleave(counts, dim=1)
+        return self.linear(frames.transpose(1, 2).reshape(1, -1, 4))
+
+
+class PositiveIndices(torch.nn.Module):
+    def forward(self, x):
+        indices = torch.nonzero(x > 0)
+        return indices.to(torch.float32).reshape(1, -1) * 2.0
+
+
+def where(code: str) -> str:
+    """``file:line (`code`)`` of the line of this file that holds ``code``, as the error names it."""
+    lines = Path(__file__).read_text().splitlines()
+    (number,) = [i + 1 for i, line in enumerate(lines) if line.strip() == code]
+    return f"{Path(__file__).name}:{number} (`{code}`)"
+
+
+# Stock lowering fails on it too (in edge lowering): the check comes before both.
+@pytest.mark.parametrize("options", [LoweringOptions(), LoweringOptions(fold=False)], ids=["audiodeploy", "stock"])
+def test_repeat_interleave_by_a_tensor_is_refused_before_any_rewrite(options):
+    # Without the check, StaticReshapePass fails inside on "Could not guard on data-dependent expression".
+    inputs = (torch.randn(1, 3, 4), torch.tensor([1, 2, 3]))
+    with pytest.raises(DataDependentShapeError) as raised:
+        audiodeploy.lower(RepeatByCounts().eval(), inputs, options=options)
+    message = str(raised.value)
+    assert message.startswith("forward: aten.repeat_interleave.self_Tensor at /"), message
+    assert f"/{where('frames = x.repeat_interleave(counts, dim=1)')} makes a tensor of shape (1, u0, 4)" in message
+    assert "split the model there" in message and "on the host" in message, message
+
+
+def test_nonzero_is_refused_with_its_line_in_one_line_for_the_command_line():
+    with pytest.raises(DataDependentShapeError) as raised:
+        audiodeploy.lower(PositiveIndices().eval(), (torch.randn(8),))
+    error = raised.value
+    assert str(error).startswith("forward: aten.nonzero.default at /"), error
+    assert f"/{where('indices = torch.nonzero(x > 0)')} makes a tensor of shape (u0, 1) where u0 depends" in str(error)
+    # The command line prints an AudiodeployError's message as its one line, with its exit status.
+    assert isinstance(error, AudiodeployError) and isinstance(error, ValueError)
+    assert "\n" not in str(error) and error.exit_status == 2
