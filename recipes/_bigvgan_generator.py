@@ -59,7 +59,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ._hifigan_generator import HifiGanGenerator, _conv
+from ._hifigan_generator import HifiGanGenerator, _conv, upsampling_padding
 
 ResblockType = Literal["1", "2"]
 ActivationType = Literal["snake", "snakebeta"]
@@ -301,7 +301,10 @@ class BigVGANGenerator(nn.Module):
         channels = upsample_initial_channel
         for rate, kernel in zip(upsample_rates, upsample_kernel_sizes):
             # A list of one per stage, as the original holds it (state-dict keys ups.i.0.*).
-            upsample = nn.ConvTranspose1d(channels, channels // 2, kernel, rate, padding=(kernel - rate) // 2)
+            padding, output_padding = upsampling_padding(kernel, rate)
+            upsample = nn.ConvTranspose1d(
+                channels, channels // 2, kernel, rate, padding=padding, output_padding=output_padding
+            )
             self.ups.append(nn.ModuleList([upsample]))
             channels //= 2
             for kernel_size, dilations in zip(resblock_kernel_sizes, resblock_dilation_sizes):

@@ -4,7 +4,8 @@ The module and parameter names are those of the original repository's checkpoint
 `{"generator": state_dict}` files load with `load_state_dict` as they are:
 
     conv_pre                     Conv1d(mels → C, 7, padding 3)
-    ups.i                        ConvTranspose1d(C/2^i → C/2^(i+1), kernel k_i, stride u_i, padding (k_i - u_i) / 2)
+    ups.i                        ConvTranspose1d(C/2^i → C/2^(i+1), kernel k_i, stride u_i, padding (k_i - u_i) / 2;
+                                 see `upsampling_padding` where k_i - u_i is odd)
     resblocks.(i * K + j)        the j-th of the K residual blocks after ups.i, kernel size k_j, dilations d_j:
         type "1": convs1.m       Conv1d(dilation d_j[m]) and convs2.m Conv1d(dilation 1), m = 0, 1, 2;
                                  x += convs2.m(lrelu(convs1.m(lrelu(x))))
@@ -38,6 +39,16 @@ ResblockType = Literal["1", "2"]
 LRELU_SLOPE = 0.1
 # The original's last activation is `F.leaky_relu(x)` without a slope: torch's default.
 FINAL_LRELU_SLOPE = 0.01
+
+
+def upsampling_padding(kernel: int, rate: int) -> tuple[int, int]:
+    """The padding and output padding of an upsampler of `kernel` taps at `rate` that gives exactly `rate` samples
+    per input sample: the original's (k - u) / 2 where k - u is even; where it is odd (16 kHz configurations such
+    as rates 8, 5, 2, 2 with kernels 16, 10, 4, 4, which the original cannot build), one more sample of padding and
+    one of output padding, as the forks that train them do (padding u // 2 + u % 2, output padding u % 2: the
+    same where k = 2u)."""
+    excess = kernel - rate
+    return (excess + 1) // 2, excess % 2
 
 
 def _same_padding(kernel_size: int, dilation: int) -> int:
@@ -101,7 +112,12 @@ class HifiGanGenerator(nn.Module):
         self.resblocks = nn.ModuleList()
         channels = upsample_initial_channel
         for rate, kernel in zip(upsample_rates, upsample_kernel_sizes):
-            self.ups.append(nn.ConvTranspose1d(channels, channels // 2, kernel, rate, padding=(kernel - rate) // 2))
+            padding, output_padding = upsampling_padding(kernel, rate)
+            self.ups.append(
+                nn.ConvTranspose1d(
+                    channels, channels // 2, kernel, rate, padding=padding, output_padding=output_padding
+                )
+            )
             channels //= 2
             for kernel_size, dilations in zip(resblock_kernel_sizes, resblock_dilation_sizes):
                 self.resblocks.append(block(channels, kernel_size, dilations))

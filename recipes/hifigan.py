@@ -126,8 +126,11 @@ class OriginalHifiGanArchitecture:
         if stages == 0 or stages != len(self.upsample_kernel_sizes):
             return "upsample_rates and upsample_kernel_sizes should be non-empty lists of the same length"
         for rate, kernel in zip(self.upsample_rates, self.upsample_kernel_sizes):
-            if rate < 1 or kernel < rate or (kernel - rate) % 2:
-                return f"upsample kernel {kernel} at rate {rate} does not upsample exactly (kernel - rate even, >= 0)"
+            if rate < 1 or kernel < rate or (rate == 1 and kernel % 2 == 0):
+                return (
+                    f"upsample kernel {kernel} at rate {rate} does not upsample exactly (a kernel at least the rate, "
+                    "odd at rate 1)"
+                )
         if self.upsample_initial_channel < 2**stages or self.upsample_initial_channel % 2**stages:
             return f"upsample_initial_channel {self.upsample_initial_channel} cannot be halved {stages} times"
         return None

@@ -4,6 +4,7 @@ one-line refusals, and the published configurations."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import numpy as np
@@ -123,6 +124,37 @@ def test_a_directory_with_config_json_overrides_the_variant(tmp_path):
     assert loaded.mel == MelSpectrogram("hifigan", 16_000, 80, 256, 1024, 0.0, None, n_fft=1024)
     assert loaded.sample_rate == 16_000
     torch.testing.assert_close(waveform(loaded), waveform(saved), atol=0, rtol=0)
+
+
+def test_a_16_khz_checkpoint_whose_kernels_exceed_their_rates_by_an_odd_count_loads_and_upsamples_exactly(tmp_path):
+    """Rates 8, 5, 2, 2 with kernels 16, 10, 4, 4 (a hop of 160 at 16 kHz): 10 - 5 is odd, so the original's padding
+    cannot give 5 samples per input sample; the forks that train such models pad one more and add one output
+    sample."""
+    architecture = dataclasses.replace(
+        recipes.get("hifigan").variant("tiny-v3").architecture,
+        upsample_rates=(8, 5, 2, 2),
+        upsample_kernel_sizes=(16, 10, 4, 4),
+        hop_size=160,
+        win_size=640,
+        n_fft=640,
+        sampling_rate=16_000,
+    )
+    torch.manual_seed(5)
+    generator = architecture.generator()
+    generator.apply_weight_norm()
+    assert (generator.ups[1].padding, generator.ups[1].output_padding) == ((3,), (1,))
+    assert (generator.ups[0].padding, generator.ups[0].output_padding) == ((4,), (0,))  # the original's, k = 2u
+    write_checkpoint(generator, tmp_path / "g_00100000")
+    write_config(architecture, tmp_path)
+    loaded = recipes.get("hifigan").build(weights=str(tmp_path), length_range=TEST_RANGE)
+    assert loaded.mel.hop_length == 160 and loaded.sample_rate == 16_000
+    mel = loaded.random_inputs(37, seed=2)[0]
+    with torch.no_grad():
+        expected = generator.eval()(mel.transpose(1, 2)).squeeze(1)
+        actual = loaded.module(mel)
+    assert actual.shape == (1, 37 * 160)
+    torch.testing.assert_close(actual, expected, atol=0, rtol=0)
+    assert_exports_like_eager(loaded)
 
 
 def test_a_checkpoint_saved_after_remove_weight_norm_loads_without_weight_norm(tmp_path):
