@@ -819,6 +819,10 @@ def _print_sidecar_summary(model: Path, buffer: bytes, program: Program | None) 
         markup=False,
     )
     out.print(f"weights: {described.weights}", markup=False)
+    if described.task not in ("ctc-asr", "vocoder"):  # those two are said by the recipe's name
+        labels = described.labels
+        named = f", {len(labels)} labels: {', '.join(labels)}" if labels is not None else ""
+        out.print(f"task: {described.task}{named}", markup=False)
     out.print(_lowering_report(model, sidecar).describe(verbose=_output.verbose()), markup=False)
     out.print("versions: " + ", ".join(f"{k} {v}" for k, v in sidecar.versions.items()), markup=False)
 

@@ -30,6 +30,8 @@ def test_a_classifier_checkpoint_exports_under_its_own_name_and_run_prints_its_l
     scores = [float(line.split()[1]) for line in lines]
     assert scores == sorted(scores, reverse=True) and abs(sum(scores) - 1) < 2e-3
     assert "synthetic" not in result.stderr  # weights were loaded: no warning that the output is meaningless
+    shown = audiodeploy("inspect", "my-emotion-model.pte", cwd=tmp_path)
+    assert f"task: audio-classification, 3 labels: {', '.join(LABELS.values())}" in shown.stdout, shown.stderr
 
 
 def test_a_checkpoint_no_recipe_builds_is_one_line_naming_those_that_are(tmp_path):
