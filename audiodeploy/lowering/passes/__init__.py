@@ -11,17 +11,21 @@ from dataclasses import dataclass
 from torch.export import ExportedProgram
 
 from audiodeploy.lowering.passes.attention_heads_as_batch import AttentionHeadsAsBatchPass
+from audiodeploy.lowering.passes.cdist_as_gemm import CdistAsGemmPass
 from audiodeploy.lowering.passes.channel_selections_as_convolutions import ChannelSelectionsAsConvolutionsPass
+from audiodeploy.lowering.passes.concat_of_slices_as_linear import ConcatOfSlicesAsLinearPass
 from audiodeploy.lowering.passes.conv_chains_as_images import ConvChainsAsImagesPass
 from audiodeploy.lowering.passes.conv_tail_slice_as_padding import ConvTailSliceAsPaddingPass
 from audiodeploy.lowering.passes.decompose_normalization import DecomposeNormalizationPass
 from audiodeploy.lowering.passes.depthwise_transposed_conv_as_phases import DepthwiseTransposedConvAsPhasesPass
 from audiodeploy.lowering.passes.erf_gelu_as_gelu import ErfGeluAsGeluPass
 from audiodeploy.lowering.passes.full_like_as_clamp import FullLikeAsClampPass
+from audiodeploy.lowering.passes.indexing_of_length_cut_constants import IndexingOfLengthCutConstantsPass
 from audiodeploy.lowering.passes.inverse_stft_as_convolution import InverseStftAsConvolutionPass
 from audiodeploy.lowering.passes.length_only_values_as_constants import LengthOnlyValuesAsConstantsPass
 from audiodeploy.lowering.passes.location_variable_conv_as_bmm import LocationVariableConvAsBmmPass
 from audiodeploy.lowering.passes.parameter_only_values_as_constants import ParameterOnlyValuesAsConstantsPass
+from audiodeploy.lowering.passes.reflect_padding_as_concat import ReflectPaddingAsConcatPass
 from audiodeploy.lowering.passes.replicate_padding_as_concat import ReplicatePaddingAsConcatPass
 from audiodeploy.lowering.passes.sdpa_as_matmuls import SdpaAsMatmulsPass
 from audiodeploy.lowering.passes.split_as_linears import SplitAsLinearsPass
@@ -32,12 +36,16 @@ from audiodeploy.lowering.passes.sum_and_mean_as_xnnpack_reductions import SumAn
 from audiodeploy.lowering.passes.tanh_gelu_as_tanh import TanhGeluAsTanhPass
 from audiodeploy.lowering.passes.transposed_conv_as_polyphase import TransposedConvAsPolyphasePass
 from audiodeploy.lowering.passes.unpack_split_of_cat import UnpackSplitOfCatPass
+from audiodeploy.lowering.passes.vector_norm_as_sum_of_squares import VectorNormAsSumOfSquaresPass
 
 XNNPACK_REWRITES = (
     LengthOnlyValuesAsConstantsPass,  # first: what it replaces may hold reshapes the others would rewrite
     ParameterOnlyValuesAsConstantsPass,  # early: the rewrites below see its values as the constants they are
+    IndexingOfLengthCutConstantsPass,  # after the two above, which cut constants to the length; before slice rewrites
+    ConcatOfSlicesAsLinearPass,  # after it (it drops no-op slices); before the passes below that take slices and cats
     FullLikeAsClampPass,  # after the passes above, which drop or store some fills whole; emits clamps
     ErfGeluAsGeluPass,  # emits gelu, which the conv chain passes below carry as one elementwise op
+    CdistAsGemmPass,  # after the passes that store a computed codebook as a constant; emits linears
     UnpackSplitOfCatPass,  # a packed bias split across GEMMs is computed; its pieces are not
     SplitAsLinearsPass,  # after it: a packed bias is unpacked where the linears are separate already
     LocationVariableConvAsBmmPass,  # emits convolutions (stride 1), permutes and reshapes the passes below tidy
@@ -49,8 +57,10 @@ XNNPACK_REWRITES = (
     AttentionHeadsAsBatchPass,  # emits reshapes
     ConvTailSliceAsPaddingPass,
     ReplicatePaddingAsConcatPass,  # emits reshapes and stride-1 convolutions
+    ReflectPaddingAsConcatPass,  # the same selection as the one above; before the conv chain and reshape passes
     DepthwiseTransposedConvAsPhasesPass,  # emits unsqueezes and a reshape
     InverseStftAsConvolutionPass,  # emits convolutions and a view already static: before the reshape passes
+    VectorNormAsSumOfSquaresPass,  # emits a conv1d or a sum: before the next and the conv chain pass
     SumAndMeanAsXnnpackReductionsPass,  # emits reshapes
     ConvChainsAsImagesPass,  # after every rewrite that emits or matches a conv1d; emits unsqueezes and squeezes
     SqueezeUnsqueezePairsPass,  # after every rewrite that emits squeezes and unsqueezes
