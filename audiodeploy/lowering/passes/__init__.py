@@ -18,6 +18,7 @@ from audiodeploy.lowering.passes.conv_chains_as_images import ConvChainsAsImages
 from audiodeploy.lowering.passes.conv_tail_slice_as_padding import ConvTailSliceAsPaddingPass
 from audiodeploy.lowering.passes.decompose_normalization import DecomposeNormalizationPass
 from audiodeploy.lowering.passes.depthwise_transposed_conv_as_phases import DepthwiseTransposedConvAsPhasesPass
+from audiodeploy.lowering.passes.drop_masks_that_mask_nothing import DropMasksThatMaskNothingPass
 from audiodeploy.lowering.passes.erf_gelu_as_gelu import ErfGeluAsGeluPass
 from audiodeploy.lowering.passes.full_like_as_clamp import FullLikeAsClampPass
 from audiodeploy.lowering.passes.indexing_of_length_cut_constants import IndexingOfLengthCutConstantsPass
@@ -39,7 +40,8 @@ from audiodeploy.lowering.passes.unpack_split_of_cat import UnpackSplitOfCatPass
 from audiodeploy.lowering.passes.vector_norm_as_sum_of_squares import VectorNormAsSumOfSquaresPass
 
 XNNPACK_REWRITES = (
-    LengthOnlyValuesAsConstantsPass,  # first: what it replaces may hold reshapes the others would rewrite
+    DropMasksThatMaskNothingPass,  # before the next: a mask that masks nothing is dropped, not stored
+    LengthOnlyValuesAsConstantsPass,  # what it replaces may hold reshapes the others would rewrite
     ParameterOnlyValuesAsConstantsPass,  # early: the rewrites below see its values as the constants they are
     IndexingOfLengthCutConstantsPass,  # after the two above, which cut constants to the length; before slice rewrites
     ConcatOfSlicesAsLinearPass,  # after it (it drops no-op slices); before the passes below that take slices and cats

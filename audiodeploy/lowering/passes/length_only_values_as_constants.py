@@ -21,6 +21,18 @@ original computation read it from, so that the slices run before the first
 delegate instead of between two of them. The slices are copies at the delegate's
 edge; the computation they replace is gone.
 
+No constant computed from the length alone grows with the square of the length.
+A value that reads no parameter or buffer and two of whose dimensions grow with
+the length, a mask ``[T, T]`` or a grid of positions, replaces no model data:
+as a constant it would only add the longest length squared to the program
+(transformers' ``[1, 1, T, T]`` additive mask up to 10 s is 1 MiB, five times
+the program of a wav2vec2 of hidden size 32). It is left to be computed, with that reason in the report; a mask
+that masks nothing has been removed before this pass runs
+(:mod:`drop_masks_that_mask_nothing`). A learned value of that shape, such as
+WavLM's bias above, is still stored, up to :data:`MAX_CONSTANT_BYTES`: left
+computed, it would cut the delegate in every layer and, in int8, meet the
+quantizer problem described below.
+
 In a program exported for one length (as a phone's runner takes it) the length
 is a number and the same computation reads no size: it starts from positions,
 an ``arange`` of that number. The pass stores its value whole, with no slice::
@@ -48,6 +60,8 @@ computation as it is, and does nothing on a program without one, when
   own rules;
 - it depends on more than one symbol, on a symbol without an upper bound, or on
   anything but parameters, unmutated buffers, constants and sizes;
+- it reads no parameter or buffer and more than one of its dimensions grows with
+  the length (a mask: the constant would grow with the square of the length);
 - an op in it is impure or nondeterministic;
 - its size at the longest length exceeds :data:`MAX_CONSTANT_BYTES` (a range long
   enough for that costs more program size than the computation costs time);
@@ -58,6 +72,7 @@ computation as it is, and does nothing on a program without one, when
 
 from __future__ import annotations
 
+import math
 import operator
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -180,6 +195,12 @@ class LengthOnlyValuesAsConstantsPass(NodeRewritePass):
         if len(dims) != len(linear_sizes):
             return Skip("a size is not a multiple of the length plus a constant")
         dynamic = [(d, size) for d, size in dims if size.scale != 0]
+        if len(dynamic) > 1 and not self._reads_model_data(computation):
+            longest = math.prod(size.at(upper) for _, size in dims) * value.element_size()
+            return Skip(
+                f"computed from the length alone and {len(dynamic)} of its dimensions grow with it: as a constant it "
+                f"would grow with the square of the length ({longest / 2**20:.2f} MiB at the longest)"
+            )
         length_input = self._length_input(symbol)
         if length_input is None:
             return Skip(f"no user input has a size from which {symbol} can be computed")
@@ -216,6 +237,17 @@ class LengthOnlyValuesAsConstantsPass(NodeRewritePass):
         if value.numel() * value.element_size() > MAX_CONSTANT_BYTES:
             return Skip(f"{value.numel() * value.element_size() / 2**20:.0f} MiB, over the limit")
         return add_constant(self.exported_program, graph, f"{node.name}_value", value)
+
+    def _reads_model_data(self, computation: list[torch.fx.Node]) -> bool:
+        """Whether ``computation`` reads a parameter or a buffer (a learned table), not only sizes and constants."""
+        ep = self.exported_program
+        placeholders = [n for n in ep.graph.nodes if n.op == "placeholder"]
+        model_data = {
+            node
+            for node, spec in zip(placeholders, ep.graph_signature.input_specs)
+            if spec.kind in (InputKind.PARAMETER, InputKind.BUFFER)
+        }
+        return any(node in model_data for node in computation)
 
     def _length_input(self, symbol: sympy.Symbol) -> tuple[torch.fx.Node, int, _LinearSize] | None:
         """A user input with a size ``scale * symbol + offset``: (placeholder, dimension, that size)."""

@@ -1,5 +1,5 @@
-"""Values computed from the input length alone: a constant cut to the length, checked for every length; at one
-length, the value itself."""
+"""Values computed from the input length alone: a constant cut to the length, checked for every length, unless it
+reads no parameter and would grow with the square of the length (a mask); at one length, the value itself."""
 
 from __future__ import annotations
 
@@ -42,6 +42,17 @@ class RelativePositionBias(torch.nn.Module):
         return torch.bmm(scores.softmax(-1), q)
 
 
+class CausalAttention(torch.nn.Module):
+    """Scores [1, T, T] plus a causal mask computed from the length alone: it masks something, and reads no
+    parameter."""
+
+    def forward(self, x):  # x [1, T, 8]
+        positions = torch.arange(x.shape[1])
+        mask = torch.where(positions[None, :] <= positions[:, None], 0.0, float("-inf"))
+        scores = torch.bmm(x, x.transpose(1, 2)) + mask
+        return torch.bmm(scores.softmax(-1), x)
+
+
 class NormalizedPositions(torch.nn.Module):
     """positions / length: the value at a shorter length is not the corner of the longest one's."""
 
@@ -68,6 +79,19 @@ def test_fp32_relative_position_bias_is_a_sliced_constant_and_the_rest_one_deleg
     # Cutting the constant to the length is all that runs outside the delegate.
     assert set(report.ops_outside_delegates) <= {"aten.slice_copy", "sym_size.int"}, report.ops_outside_delegates
     assert "LengthOnlyValuesAsConstantsPass" in report.rewrites
+
+
+def test_a_mask_computed_from_the_length_alone_that_would_grow_with_its_square_is_left_computed():
+    # As a constant: [40, 40] float32 at the longest length, for a range four times as long sixteen times that.
+    module = CausalAttention()
+    ep = export_aten(module, (torch.randn(1, 12, 8),), dynamic_shapes=({1: FRAMES},))
+    rewrite = LengthOnlyValuesAsConstantsPass(ep)
+    assert not rewrite(ep.graph_module).modified
+    (reason,) = {reason for _, reason in rewrite.skipped}
+    assert reason.startswith("computed from the length alone and 2 of its dimensions grow with it"), reason
+    result = rewritten(module, (torch.randn(1, 12, 8),), ({1: FRAMES},))
+    assert_op_counts(result.program, {"aten.arange.default": 1, "aten.slice.Tensor": 0})
+    assert_program_matches_eager(result.program, module, [(torch.randn(1, frames, 8),) for frames in (4, 40)])
 
 
 def test_a_value_that_is_not_the_corner_of_the_longest_is_left_computed():
