@@ -1,13 +1,14 @@
 """Recipes: how each audio model family reaches the lowering core, as a library.
 
     from audiodeploy import recipes
-    recipes.available()  # ('bigvgan', 'hifigan', 'hubert', 'speecht5-hifigan', 'univnet', 'vocos', 'wav2vec2', 'wavlm')
+    recipes.available()  # ('bigvgan', 'data2vec-audio', 'hifigan', 'hubert', 'sew', 'sew-d', ...)
     built = recipes.get("wav2vec2").build()  # synthetic weights from facebook/wav2vec2-base-960h's configuration
     torch.export.export(built.module, built.example_inputs, dynamic_shapes=built.dynamic_shapes)
 
 Each family module declares one recipe and registers it on import, and is named after it: `wav2vec2`, `hubert`,
-`wavlm`, `univnet`, `hifigan` (the original HiFi-GAN), `speecht5_hifigan` (recipe `speecht5-hifigan`), `bigvgan`
-and `vocos`. Register your own with the same `@register` decorator (see `registry`). Declaring, listing and
+`wavlm`, `unispeech`, `unispeech_sat` (recipe `unispeech-sat`), `data2vec_audio` (recipe `data2vec-audio`), `sew`,
+`sew_d` (recipe `sew-d`), `univnet`, `hifigan` (the original HiFi-GAN), `speecht5_hifigan` (recipe
+`speecht5-hifigan`), `bigvgan` and `vocos`. Register your own with the same `@register` decorator (see `registry`). Declaring, listing and
 describing recipes imports neither torch, torchaudio nor transformers (`audiodeploy list` answers at once):
 `build()` imports them, and the export wrappers from `_modules`.
 """
@@ -15,7 +16,21 @@ describing recipes imports neither torch, torchaudio nor transformers (`audiodep
 from audiodeploy.program.mel import MelSpectrogram
 from audiodeploy.program.vocabulary import STANDARD_ENGLISH, TORCHAUDIO_ENGLISH, CtcVocabulary, greedy_decode
 
-from . import bigvgan, hifigan, hubert, speecht5_hifigan, univnet, vocos, wav2vec2, wavlm
+from . import (
+    bigvgan,
+    data2vec_audio,
+    hifigan,
+    hubert,
+    sew,
+    sew_d,
+    speecht5_hifigan,
+    unispeech,
+    unispeech_sat,
+    univnet,
+    vocos,
+    wav2vec2,
+    wavlm,
+)
 from .calibration import calibration_files, calibration_inputs
 from .errors import (
     CalibrationError,
@@ -75,6 +90,7 @@ __all__ = [
     "available",
     "calibration_files",
     "calibration_inputs",
+    "data2vec_audio",
     "for_checkpoint",
     "get",
     "greedy_decode",
@@ -82,8 +98,12 @@ __all__ = [
     "hubert",
     "mel_input",
     "register",
+    "sew",
+    "sew_d",
     "speecht5_hifigan",
     "synthetic_provenance",
+    "unispeech",
+    "unispeech_sat",
     "univnet",
     "unregister",
     "waveform_input",

@@ -1,8 +1,9 @@
-"""What wav2vec2, HuBERT and WavLM share: the architecture, the CTC wrappers, building from either library.
+"""What the wav2vec2-style speech encoders share: the architecture, the CTC wrappers, building from either library.
 
-The three families are one architecture with small differences: a strided convolutional feature encoder,
-a transformer with a weight-normalized positional convolution, and a linear CTC head. transformers
-(`*ForCTC`) and torchaudio (`wav2vec2_model`, `wavlm_model`) implement it with different parameter names;
+wav2vec2, HuBERT and WavLM, and the transformers-only UniSpeech, UniSpeech-SAT, data2vec-audio, SEW and SEW-D, are
+one architecture with small differences: a strided convolutional feature encoder, a transformer with a positional
+convolution (weight-normalized but in data2vec-audio), and a linear CTC head. transformers (`*ForCTC`) and
+torchaudio (`wav2vec2_model`, `wavlm_model`) implement it with different parameter names;
 `SpeechEncoderArchitecture` names every hyperparameter once and says what each library calls it.
 
 Declaring a family imports neither library nor torch: the build imports them, and the export wrappers from
@@ -108,9 +109,17 @@ class SpeechEncoderArchitecture:
     normalize_waveform: bool
     """Zero-mean, unit-variance input: `do_normalize` of the checkpoint's preprocessor_config.json."""
     relative_position_buckets: int | None = None
-    """WavLM only: transformers `num_buckets`; torchaudio `encoder_num_buckets`."""
+    """WavLM: transformers `num_buckets`, torchaudio `encoder_num_buckets`; SEW-D: transformers `position_buckets`."""
     relative_position_max_distance: int | None = None
-    """WavLM only: transformers `max_bucket_distance`; torchaudio `encoder_max_distance`."""
+    """WavLM: transformers `max_bucket_distance`, torchaudio `encoder_max_distance`; SEW-D: transformers
+    `max_position_embeddings`."""
+    pos_conv_depth: int | None = None
+    """data2vec-audio only: the positional convolution is a stack of this many plain convolutions of kernel
+    `pos_conv_kernel`, each followed by a layer norm without parameters (transformers `num_conv_pos_embeddings`, its
+    kernel `conv_pos_kernel_size`; fairseq `pos_conv_depth`); None for the one weight-normalized convolution."""
+    squeeze_factor: int | None = None
+    """SEW and SEW-D only: the transformer runs on frames average-pooled by this factor, and a linear layer
+    upsamples its output back (transformers `squeeze_factor`); None for the full frame rate."""
 
     @property
     def stride(self) -> int:
@@ -121,7 +130,8 @@ class SpeechEncoderArchitecture:
         """The same layout at test size: every layer kind and stride kept, widths and depth cut down.
 
         The strides stay those of the published model, so the valid input lengths (multiples of 320 samples)
-        are the same as at full size.
+        are the same as at full size. The positional kernel keeps its parity: an even one (wav2vec2's 128) drops
+        the convolution's last output frame, an odd one (SEW's 31, data2vec-audio's 19) does not.
         """
         return replace(
             self,
@@ -130,7 +140,7 @@ class SpeechEncoderArchitecture:
             num_layers=2,
             num_heads=2,
             intermediate_size=64,
-            pos_conv_kernel=8,
+            pos_conv_kernel=8 if self.pos_conv_kernel % 2 == 0 else 7,
             pos_conv_groups=2,
         )
 
@@ -176,8 +186,9 @@ def tiny_encoder_variant(name: str, of: Variant[SpeechEncoderArchitecture]) -> V
 
 
 def transformers_config_arguments(architecture: SpeechEncoderArchitecture) -> dict[str, Any]:
-    """The keys of `architecture` that `Wav2Vec2Config`, `HubertConfig` and `WavLMConfig` share; a family adds
-    its own keys, and everything else keeps the library default."""
+    """The keys of `architecture` that `Wav2Vec2Config`, `HubertConfig` and `WavLMConfig` share (and
+    `UniSpeechConfig`, `UniSpeechSatConfig`); a family adds its own keys or drops those its config does not take,
+    and everything else keeps the library default."""
     return {
         "vocab_size": architecture.vocab_size,
         "hidden_size": architecture.hidden_size,
@@ -302,7 +313,7 @@ class SpeechEncoderRecipe(Recipe[SpeechEncoderArchitecture]):
     # tests/recipes/test_quantized.py for the bar.
     # int8-static, calibrated on six speech-like files, HuBERT tiny: one delegate, nothing outside, 36.8 dB and
     # 99.2% on held-out speech-like audio (measured once; tests/recipes/test_quantized.py tests int8-dynamic only).
-    int8_schemes = ("int8-dynamic", "int8-static")
+    int8_schemes: tuple[str, ...] = ("int8-dynamic", "int8-static")
     # Kept fp32 by default: the first convolution, on raw samples, and the CTC head, as users who found int8
     # doubling the error rate of speech models came to. Measured per GEMM (`export --sensitivity`, tiny
     # wav2vec2), the first convolution is the most sensitive (35.9 dB alone); the other feature-encoder
@@ -324,7 +335,7 @@ class SpeechEncoderRecipe(Recipe[SpeechEncoderArchitecture]):
     transformers_model_class_name: str
     """The family's `*ForCTC` class in transformers, e.g. "Wav2Vec2ForCTC" (see `transformers_model_class`)."""
     transformers_attention: str | None
-    """attn_implementation to build with, or None when the family's attention ignores the setting (WavLM)."""
+    """attn_implementation to build with, or None when the family's attention ignores the setting (WavLM, SEW-D)."""
 
     @property
     def transformers_model_class(self) -> type[PreTrainedModel]:
@@ -361,8 +372,14 @@ class SpeechEncoderRecipe(Recipe[SpeechEncoderArchitecture]):
 
     def transformers_config(self, architecture: SpeechEncoderArchitecture) -> PretrainedConfig:
         """The transformers config of `architecture`: the family's config class (`config_class` of its model
-        class) with the keys the three families share. A family with keys of its own overrides this."""
+        class) with the shared keys (`transformers_config_arguments`). A family with keys of its own overrides this."""
         return self.transformers_model_class.config_class(**transformers_config_arguments(architecture))
+
+    def exportable(self, model: nn.Module) -> nn.Module:
+        """The transformers `model`, built or loaded, made fit for `torch.export` over the whole length range: by
+        default `model` itself. A family whose modeling code branches on the number of frames overrides this
+        (SEW, SEW-D); the parameters and their names stay those of the checkpoint."""
+        return model
 
     def torchaudio_model(self, architecture: SpeechEncoderArchitecture, num_outputs: int) -> nn.Module:
         """The torchaudio model of `architecture` with a CTC head of `num_outputs` labels: torchaudio's general
@@ -386,7 +403,9 @@ class SpeechEncoderRecipe(Recipe[SpeechEncoderArchitecture]):
             loaded = self._from_torchaudio(request, request.weights)
         module: nn.Module
         if request.source == "transformers":
-            module = TransformersEncoder(loaded.model, loaded.normalize_waveform, loaded.head.output_name)
+            module = TransformersEncoder(
+                self.exportable(loaded.model), loaded.normalize_waveform, loaded.head.output_name
+            )
         else:
             module = TorchaudioCtc(loaded.model, loaded.normalize_waveform)
         spec = waveform_input(self.sample_rate, loaded.stride, request.length_range)
@@ -494,6 +513,11 @@ class SpeechEncoderRecipe(Recipe[SpeechEncoderArchitecture]):
             provenance=f"loaded from {weights} (torchaudio state dict, '{request.variant.name}' configuration)",
             notes=notes,
         )
+
+
+TRANSFORMERS_ONLY_KEEP_FP32 = MappingProxyType({"transformers": SpeechEncoderRecipe.int8_keep_fp32["transformers"]})
+"""`int8_keep_fp32` of a family built from transformers only (the registry refuses patterns for a source a recipe
+does not have): the same default, the first convolution and the CTC head."""
 
 
 def _preprocessor_normalizes(weights: str, default: bool) -> bool:

@@ -51,9 +51,14 @@ SAME_GRAPH_AS_TRANSFORMERS = {"wav2vec2", "hubert"}
 # WavLM adds (gated relative position bias) is the same in both its layouts, so only tiny is lowered.
 LAYOUT_LOWERED_ELSEWHERE = {("wavlm", "tiny-large")}
 
+# The transformers-only speech encoders: built and exported at test size in test_speech_encoders.py, their lowering
+# measured by hand when they were added, not lowered here (a tiny lowering is 30-120 s of CPU; the suite's budget).
+NOT_LOWERED_HERE = {"unispeech", "unispeech-sat", "data2vec-audio", "sew", "sew-d"}
+
 TINY = [
     (name, variant, source)
     for name in recipes.available()
+    if name not in NOT_LOWERED_HERE
     for variant in recipes.get(name).variant_names(include_hidden=True)
     if variant.startswith("tiny") and (name, variant) not in LAYOUT_LOWERED_ELSEWHERE
     for source in recipes.get(name).sources

@@ -31,7 +31,21 @@ from audiodeploy.recipes import (
 )
 from tests.recipes.helpers import assert_exports_like_eager, assert_one_line
 
-BUILT_IN = ("bigvgan", "hifigan", "hubert", "speecht5-hifigan", "univnet", "vocos", "wav2vec2", "wavlm")
+BUILT_IN = (
+    "bigvgan",
+    "data2vec-audio",
+    "hifigan",
+    "hubert",
+    "sew",
+    "sew-d",
+    "speecht5-hifigan",
+    "unispeech",
+    "unispeech-sat",
+    "univnet",
+    "vocos",
+    "wav2vec2",
+    "wavlm",
+)
 
 
 def test_available_lists_the_built_in_recipes_sorted():
@@ -39,10 +53,26 @@ def test_available_lists_the_built_in_recipes_sorted():
 
 
 def test_family_modules_are_importable_as_audiodeploy_recipes():
-    from audiodeploy.recipes import bigvgan, hifigan, hubert, speecht5_hifigan, univnet, vocos, wav2vec2, wavlm
+    from audiodeploy.recipes import (
+        bigvgan,
+        data2vec_audio,
+        hifigan,
+        hubert,
+        sew,
+        sew_d,
+        speecht5_hifigan,
+        unispeech,
+        unispeech_sat,
+        univnet,
+        vocos,
+        wav2vec2,
+        wavlm,
+    )
 
     modules = (wav2vec2, hubert, wavlm, speecht5_hifigan, hifigan, univnet, bigvgan, vocos)
+    modules += (unispeech, unispeech_sat, data2vec_audio, sew, sew_d)
     names = ("wav2vec2", "hubert", "wavlm", "speecht5_hifigan", "hifigan", "univnet", "bigvgan", "vocos")
+    names += ("unispeech", "unispeech_sat", "data2vec_audio", "sew", "sew_d")
     assert [module.__name__ for module in modules] == [f"audiodeploy.recipes.{name}" for name in names]
 
 
@@ -61,6 +91,11 @@ def test_get_returns_the_declared_recipe():
         ("wav2vec2", ("base", "large", "large-lv60"), ("transformers", "torchaudio")),
         ("hubert", ("base", "large"), ("transformers", "torchaudio")),
         ("wavlm", ("base-plus", "large"), ("transformers", "torchaudio")),
+        ("unispeech", ("large",), ("transformers",)),
+        ("unispeech-sat", ("base-plus", "large"), ("transformers",)),
+        ("data2vec-audio", ("base", "large"), ("transformers",)),
+        ("sew", ("tiny-100k", "mid-100k"), ("transformers",)),
+        ("sew-d", ("tiny-100k", "base-plus-400k"), ("transformers",)),
         ("hifigan", ("v1", "v2", "v3"), ("original",)),
         ("speecht5-hifigan", ("v1", "spectral-norm"), ("transformers",)),
         ("univnet", ("c32",), ("transformers",)),

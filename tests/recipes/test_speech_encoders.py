@@ -1,4 +1,5 @@
-"""What every CTC speech recognizer family (wav2vec2, HuBERT, WavLM) passes: both sources at test size, real
+"""What every CTC speech recognizer family passes: its sources at test size (wav2vec2, HuBERT and WavLM from
+transformers and torchaudio; UniSpeech, UniSpeech-SAT, data2vec-audio, SEW and SEW-D from transformers only), real
 weights loading, published configurations. Each family's own behaviour is tested in its test_<family>.py."""
 
 from __future__ import annotations
@@ -10,9 +11,12 @@ from torchaudio.models.wav2vec2.utils import import_huggingface_model
 
 from audiodeploy import recipes
 from audiodeploy.recipes import STANDARD_ENGLISH, BuiltModel
-from tests.recipes.helpers import assert_exports_like_eager, weight_norm_on_parameters
+from tests.recipes.helpers import EXPORT_ATOL, assert_exports_like_eager, weight_norm_on_parameters
 
-FAMILIES = ("wav2vec2", "hubert", "wavlm")
+# The families both libraries build, and those only transformers builds.
+TORCHAUDIO_FAMILIES = ("wav2vec2", "hubert", "wavlm")
+TRANSFORMERS_ONLY_FAMILIES = ("unispeech", "unispeech-sat", "data2vec-audio", "sew", "sew-d")
+FAMILIES = TORCHAUDIO_FAMILIES + TRANSFORMERS_ONLY_FAMILIES
 
 # Every family's test-size variants: the layouts of its smallest and its pre-norm published variant.
 TINY = [
@@ -23,6 +27,22 @@ TINY = [
     ("wavlm", "tiny"),
     ("wavlm", "tiny-large"),
 ]
+# The same for the transformers-only families; one test size where the published sizes differ only in widths and
+# depth (data2vec-audio, SEW, SEW-D), and UniSpeech's only published layout is the pre-norm large one.
+TRANSFORMERS_ONLY_TINY = [
+    ("unispeech", "tiny"),
+    ("unispeech-sat", "tiny"),
+    ("unispeech-sat", "tiny-large"),
+    ("data2vec-audio", "tiny"),
+    ("sew", "tiny"),
+    ("sew-d", "tiny"),
+]
+TINY_BUILDS = [(family, variant, source) for family, variant in TINY for source in ("transformers", "torchaudio")] + [
+    (family, variant, "transformers") for family, variant in TRANSFORMERS_ONLY_TINY
+]
+
+# data2vec-audio's positional convolutions are plain convolutions; every other family has one weight-normalized.
+WEIGHT_NORMED_POSITIONAL_CONVOLUTIONS = {family: 0 if family == "data2vec-audio" else 1 for family in FAMILIES}
 
 # Parameters of the transformers model of each published variant.
 PUBLISHED = [
@@ -33,21 +53,33 @@ PUBLISHED = [
     ("hubert", "large", 315_467_936),
     ("wavlm", "base-plus", 94_406_544),
     ("wavlm", "large", 315_485_920),
+    ("unispeech", "large", 315_471_520),
+    ("unispeech-sat", "base-plus", 94_396_320),
+    ("unispeech-sat", "large", 315_467_936),
+    ("data2vec-audio", "base", 93_188_896),
+    ("data2vec-audio", "large", 313_309_216),
+    ("sew", "tiny-100k", 40_725_311),
+    ("sew", "mid-100k", 174_699_583),
+    ("sew-d", "tiny-100k", 24_127_423),
+    ("sew-d", "base-plus-400k", 177_003_711),
 ]
 
 
-def positional_convolution(built: BuiltModel) -> torch.nn.Module:
+def positional_convolutions(built: BuiltModel) -> list[torch.nn.Module]:
     model = built.module.model
     if built.source == "torchaudio":
-        return model.encoder.transformer.pos_conv_embed.conv
-    return model.base_model.encoder.pos_conv_embed.conv
+        return [model.encoder.transformer.pos_conv_embed.conv]
+    embedding = model.base_model.encoder.pos_conv_embed
+    if built.recipe == "data2vec-audio":
+        return [layer.conv for layer in embedding.layers]
+    return [embedding.conv]
 
 
-@pytest.mark.parametrize("source", ["transformers", "torchaudio"])
-@pytest.mark.parametrize(("family", "variant"), TINY)
+@pytest.mark.parametrize(("family", "variant", "source"), TINY_BUILDS)
 def test_tiny_fp32_builds_and_exports_like_eager(family, variant, source):
-    """Builds with synthetic weights, runs, exports over 1-10 s and matches eager at 1 s and 10 s; the
-    positional convolution is a weight-norm parametrization that exports as `_weight_norm` on parameters."""
+    """Builds with synthetic weights, runs, exports over 1-10 s and matches eager at 1 s, 1.02 s (one frame more:
+    SEW's transformer pools frames in pairs) and 10 s; the positional convolution is a weight-norm parametrization
+    that exports as `_weight_norm` on parameters (data2vec-audio's are plain convolutions)."""
     built = recipes.get(family).build(variant, source)
     assert (built.recipe, built.variant, built.source) == (family, variant, source)
     assert built.weights_provenance == f"synthetic (seed 0) from the test-size '{variant}' configuration"
@@ -62,12 +94,17 @@ def test_tiny_fp32_builds_and_exports_like_eager(family, variant, source):
     assert logits.shape == (1, 49, 32)
     assert isinstance(built.vocabulary.decode(logits), str)
 
-    conv = positional_convolution(built)
-    assert parametrize.is_parametrized(conv, "weight")
-    assert type(conv.parametrizations["weight"][0]).__name__ == "_WeightNorm"
+    weight_normed = WEIGHT_NORMED_POSITIONAL_CONVOLUTIONS[family]
+    for conv in positional_convolutions(built):
+        assert parametrize.is_parametrized(conv, "weight") == bool(weight_normed)
+        if weight_normed:
+            assert type(conv.parametrizations["weight"][0]).__name__ == "_WeightNorm"
 
     program = assert_exports_like_eager(built)
-    assert weight_norm_on_parameters(program) == 1
+    assert weight_norm_on_parameters(program) == weight_normed
+    inputs = built.random_inputs(built.input.min_length + built.input.length_multiple, seed=3)
+    with torch.no_grad():
+        torch.testing.assert_close(program.module()(*inputs), built.module(*inputs), atol=EXPORT_ATOL, rtol=0)
 
 
 @pytest.mark.parametrize("family", FAMILIES)
@@ -82,7 +119,8 @@ def test_seed_decides_the_synthetic_weights(family):
 
 @pytest.mark.parametrize(
     ("family", "variant"),
-    [("wav2vec2", "tiny"), ("wav2vec2", "tiny-lv60"), ("hubert", "tiny-large"), ("wavlm", "tiny")],
+    [("wav2vec2", "tiny"), ("wav2vec2", "tiny-lv60"), ("hubert", "tiny-large"), ("wavlm", "tiny")]
+    + [(family, "tiny") for family in TRANSFORMERS_ONLY_FAMILIES],
 )
 def test_transformers_weights_round_trip(family, variant, tmp_path):
     """A tiny model saved with save_pretrained loads back through the recipe with identical outputs."""
@@ -96,7 +134,8 @@ def test_transformers_weights_round_trip(family, variant, tmp_path):
     inputs = original.random_inputs(24_000 // 320 * 320, seed=1)
     with torch.no_grad():
         torch.testing.assert_close(loaded.module(*inputs), original.module(*inputs), atol=0, rtol=0)
-    assert weight_norm_on_parameters(assert_exports_like_eager(loaded)) == 1
+    program = assert_exports_like_eager(loaded)
+    assert weight_norm_on_parameters(program) == WEIGHT_NORMED_POSITIONAL_CONVOLUTIONS[family]
 
 
 @pytest.mark.parametrize(("family", "variant"), TINY)
@@ -123,17 +162,23 @@ def test_torchaudio_state_dict_matches_transformers(family, variant, tmp_path):
 
 @pytest.mark.parametrize(("family", "variant", "parameters"), PUBLISHED)
 def test_published_configuration(family, variant, parameters):
-    """The published configuration has the published size in both sources (built on the meta device: no
-    memory, no time). transformers has one parameter vector more: `masked_spec_embed`, for training."""
+    """The published configuration has the published size in every source (built on the meta device: no
+    memory, no time). transformers has one parameter vector more than torchaudio: `masked_spec_embed`, for
+    training. A description that gives the size in millions gives this one (the transformers-only families' all
+    do)."""
     recipe = recipes.get(family)
-    architecture = recipe.variant(variant).architecture
+    published = recipe.variant(variant)
+    architecture = published.architecture
     with torch.device("meta"):
         hf_model = recipe.transformers_model_class(recipe.transformers_config(architecture))
-        ta_model = recipe.torchaudio_model(architecture, architecture.vocab_size)
     hf_count = sum(p.numel() for p in hf_model.parameters())
-    ta_count = sum(p.numel() for p in ta_model.parameters())
     assert hf_count == parameters
-    assert hf_count - ta_count == architecture.hidden_size
+    if family in TRANSFORMERS_ONLY_FAMILIES or "M parameters" in published.description:
+        assert f" {round(parameters / 1e6)} M parameters" in published.description
+    if "torchaudio" in recipe.sources:
+        with torch.device("meta"):
+            ta_model = recipe.torchaudio_model(architecture, architecture.vocab_size)
+        assert hf_count - sum(p.numel() for p in ta_model.parameters()) == architecture.hidden_size
 
 
 # Each head a checkpoint of these families may carry, as its config.json's `architectures` names it: the program's
@@ -144,6 +189,9 @@ HEADS = [
     ("wavlm", "ForXVector", "embedding", (1, 24)),
     ("hubert", "Model", "hidden-states", (1, 24, 32)),
     ("wav2vec2", "ForPreTraining", "hidden-states", (1, 24, 32)),
+    # What the published UniSpeech and SEW-D checkpoints hold (microsoft/unispeech-large-1500h-cv, asapp/sew-d-tiny-100k).
+    ("unispeech", "ForPreTraining", "hidden-states", (1, 24, 32)),
+    ("sew-d", "Model", "hidden-states", (1, 24, 32)),
 ]
 LABELS = {0: "no", 1: "yes", 2: "unknown"}
 
@@ -197,6 +245,15 @@ def test_an_architecture_without_a_program_is_refused_naming_those_there_are(tmp
     (tmp_path / "config.json").write_text(config)
     with pytest.raises(recipes.WeightsError, match="Wav2Vec2ForMaskedSpeech.*Wav2Vec2ForSequenceClassification"):
         recipes.get("wav2vec2").build("tiny", weights=str(tmp_path))
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_every_family_is_found_by_the_model_type_of_its_config(family, tmp_path):
+    recipe = recipes.get(family)
+    config = recipe.transformers_config(recipe.variant("tiny").architecture)
+    assert config.model_type == recipe.transformers_model_type
+    config.save_pretrained(tmp_path)
+    assert recipes.for_checkpoint(str(tmp_path)) is recipe
 
 
 def test_the_recipe_of_a_checkpoint_is_found_by_its_model_type(tmp_path):
