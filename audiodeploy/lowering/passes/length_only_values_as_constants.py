@@ -119,7 +119,10 @@ class _LinearSize:
         expr = sympy.sympify(size.node.expr if isinstance(size, torch.SymInt) else size)
         if expr.free_symbols - {symbol}:
             return None
-        poly = sympy.Poly(expr, symbol)
+        try:
+            poly = sympy.Poly(expr, symbol)
+        except sympy.PolynomialError:  # floor division or another non-polynomial size, e.g. (s0 - 3) // 2
+            return None
         if poly.degree() > 1 or not all(c.is_integer for c in poly.all_coeffs()):
             return None
         scale, offset = poly.all_coeffs() if poly.degree() == 1 else [0, poly.all_coeffs()[0]]

@@ -11,7 +11,7 @@ import torch
 from torch.export import Dim
 
 from audiodeploy.lowering.passes.decompose_normalization import DecomposeNormalizationPass
-from tests.pipeline import assert_rewrites, export_aten, lower_stock_and_rewritten
+from tests.pipeline import assert_rewrites, export_aten, lower_and_compare, lower_stock_and_rewritten
 
 FRAMES = Dim("frames", min=8, max=64)
 SAMPLES = Dim("samples", min=400, max=4000)
@@ -119,3 +119,45 @@ def test_fp32_sample_variance_keeps_bessels_correction():
 def test_does_nothing_without_normalization():
     ep = export_aten(torch.nn.Linear(4, 4).eval(), (torch.randn(2, 4),))
     assert not DecomposeNormalizationPass(ep)(ep.graph_module).modified
+
+
+STATISTICS_FRAMES = Dim("frames", min=4, max=64)
+
+
+class StatisticsPooling(torch.nn.Module):
+    """[1, T, C] -> [1, 4]: the mean and (unbiased) standard deviation over the frames, then a linear."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.linear = torch.nn.Linear(16, 4)
+
+    def forward(self, x):
+        return self.linear(torch.cat([x.mean(dim=1), x.std(dim=1)], dim=-1))
+
+
+class ChannelVariance(torch.nn.Module):
+    """[1, T, C]: the biased variance over fixed channels, kept (a hand-written instance norm's)."""
+
+    def forward(self, x):
+        return x / (x.var(dim=-1, keepdim=True, correction=0) + 1e-5)
+
+
+def test_fp32_statistics_pooling_over_dynamic_frames_is_one_delegate():
+    x = torch.randn(1, 20, 8)
+    report = lower_and_compare(
+        StatisticsPooling().eval(),
+        (x,),
+        dynamic_shapes=({1: STATISTICS_FRAMES},),
+        also_run=[(torch.randn(1, 4, 8),), (torch.randn(1, 64, 8),)],
+    )
+    # The unbiased factor N / (N - 1) is a 0-d tensor of the frame count, computed before the one delegate.
+    assert report.delegates == 1 and set(report.ops_outside_delegates) <= {"sym_size.int", "scalar_tensor.default"}
+    assert "DecomposeNormalizationPass" in report.rewrites
+
+
+def test_a_variance_over_fixed_sizes_is_means_and_a_constant_factor():
+    cases = [(torch.randn(1, n, 8),) for n in (20, 4, 64)]
+    counts = {"aten.var.correction": 0, "aten.var.dim": 0, "aten.scalar_tensor.default": 0}
+    assert_rewrites(
+        ChannelVariance(), cases, "DecomposeNormalizationPass", counts, dynamic_shapes=({1: STATISTICS_FRAMES},)
+    )

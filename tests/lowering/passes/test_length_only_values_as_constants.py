@@ -3,6 +3,7 @@ reads no parameter and would grow with the square of the length (a mask); at one
 
 from __future__ import annotations
 
+import sympy
 import torch
 from torch.export import Dim
 from torch.nn.utils.parametrizations import weight_norm
@@ -143,3 +144,14 @@ def test_int8_dynamic_at_one_length_is_one_delegate():
 def test_at_one_length_a_computation_on_parameters_alone_is_left_to_the_fold():
     conv = weight_norm(torch.nn.Conv1d(8, 8, 3, padding=1))
     assert not _is_rewritten(conv, torch.randn(1, 8, 12), frames=None)
+
+
+def test_a_size_that_is_not_linear_in_the_length_is_not_read_as_one():
+    # SEW-D's relative positions are sized by a floor division of the length: sympy has no polynomial of it.
+    from torch.utils._sympy.functions import FloorDiv
+
+    from audiodeploy.lowering.passes.length_only_values_as_constants import _LinearSize
+
+    length = sympy.Symbol("s0", integer=True, positive=True)
+    assert _LinearSize.of(FloorDiv(length - 3, 2), length) is None
+    assert _LinearSize.of(2 * length - 1, length) == _LinearSize(2, -1)
