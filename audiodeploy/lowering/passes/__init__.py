@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from torch.export import ExportedProgram
 
 from audiodeploy.lowering.passes.attention_heads_as_batch import AttentionHeadsAsBatchPass
+from audiodeploy.lowering.passes.average_pooling_as_image import AveragePoolingAsImagePass
 from audiodeploy.lowering.passes.cdist_as_gemm import CdistAsGemmPass
 from audiodeploy.lowering.passes.channel_selections_as_convolutions import ChannelSelectionsAsConvolutionsPass
 from audiodeploy.lowering.passes.concat_of_slices_as_linear import ConcatOfSlicesAsLinearPass
@@ -64,6 +65,7 @@ XNNPACK_REWRITES = (
     InverseStftAsConvolutionPass,  # emits convolutions and a view already static: before the reshape passes
     VectorNormAsSumOfSquaresPass,  # emits a conv1d or a sum: before the next and the conv chain pass
     SumAndMeanAsXnnpackReductionsPass,  # emits reshapes
+    AveragePoolingAsImagePass,  # emits an unsqueeze and a squeeze on a one-column image, as the next pass does
     ConvChainsAsImagesPass,  # after every rewrite that emits or matches a conv1d; emits unsqueezes and squeezes
     SqueezeUnsqueezePairsPass,  # after every rewrite that emits squeezes and unsqueezes
     TanhGeluAsTanhPass,  # after the two above, which carry a gelu along convolutions as one op, not its pieces
