@@ -80,6 +80,7 @@ from typing import Any
 
 import sympy
 import torch
+from torch.export import ExportedProgram
 from torch.export.graph_signature import InputKind
 
 from audiodeploy.lowering.passes._graph import (
@@ -95,7 +96,9 @@ from audiodeploy.lowering.passes._graph import (
 aten = torch.ops.aten
 
 MAX_CONSTANT_BYTES = 64 * 2**20
-"""Largest constant the pass stores: 64 MiB, e.g. WavLM large's bias (16 heads) up to about 20 s of audio."""
+"""Most the pass stores in one program, all its constants together: 64 MiB, e.g. WavLM large's bias (16 heads) up
+to about 20 s of audio. Per-layer tables grow with the square of the length times the layers (Wav2Vec2-BERT's
+relative-position keys: about 1.5 GB at its base size and 10 s); past the budget they stay computed."""
 
 _POSITIONS = {aten.arange.default, aten.arange.start, aten.arange.start_step}
 """What a computation of a one-length program starts from when it depends on the length: positions."""
@@ -133,6 +136,11 @@ class _LinearSize:
 
 
 class LengthOnlyValuesAsConstantsPass(NodeRewritePass):
+    def __init__(self, exported_program: ExportedProgram) -> None:
+        super().__init__(exported_program)
+        self._stored_bytes = 0
+        """What the pass has stored so far, held to `MAX_CONSTANT_BYTES`."""
+
     def candidates(self) -> list[torch.fx.Node]:
         """The length-only tensors computed here that something else reads, downstream first: a value computed
         from another one that is also read elsewhere is evaluated from its own sources before that one is
@@ -208,15 +216,17 @@ class LengthOnlyValuesAsConstantsPass(NodeRewritePass):
         if length_input is None:
             return Skip(f"no user input has a size from which {symbol} can be computed")
         largest = _evaluate(computation, node, sources, symbol, upper)
-        if largest.numel() * largest.element_size() > MAX_CONSTANT_BYTES:
+        if self._stored_bytes + largest.numel() * largest.element_size() > MAX_CONSTANT_BYTES:
             return Skip(
-                f"{largest.numel() * largest.element_size() / 2**20:.0f} MiB at the longest length, over the limit"
+                f"{largest.numel() * largest.element_size() / 2**20:.0f} MiB at the longest length, over what is left "
+                f"of the pass's {MAX_CONSTANT_BYTES / 2**20:.0f} MiB"
             )
         for symbol_value in range(lower, upper):
             corner = largest[tuple(slice(0, size.at(symbol_value)) for _, size in dims)]
             if not torch.equal(_evaluate(computation, node, sources, symbol, symbol_value), corner):
                 return Skip(f"its value at {symbol} = {symbol_value} is not the corner of its value at {upper}")
 
+        self._stored_bytes += largest.numel() * largest.element_size()
         constant = add_constant(ep, graph, f"{node.name}_at_longest", largest)
         first_op = next(n for n in graph.nodes if n.op != "placeholder")
         with graph.inserting_before(first_op):
@@ -237,8 +247,12 @@ class LengthOnlyValuesAsConstantsPass(NodeRewritePass):
     ) -> torch.fx.Node | Skip:
         """The value of ``node``, computed at the program's one length, as a constant."""
         value = _evaluate(computation, node, sources, None, 0)
-        if value.numel() * value.element_size() > MAX_CONSTANT_BYTES:
-            return Skip(f"{value.numel() * value.element_size() / 2**20:.0f} MiB, over the limit")
+        if self._stored_bytes + value.numel() * value.element_size() > MAX_CONSTANT_BYTES:
+            return Skip(
+                f"{value.numel() * value.element_size() / 2**20:.0f} MiB, over what is left of the pass's "
+                f"{MAX_CONSTANT_BYTES / 2**20:.0f} MiB"
+            )
+        self._stored_bytes += value.numel() * value.element_size()
         return add_constant(self.exported_program, graph, f"{node.name}_value", value)
 
     def _reads_model_data(self, computation: list[torch.fx.Node]) -> bool:

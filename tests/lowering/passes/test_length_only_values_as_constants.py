@@ -114,6 +114,27 @@ def test_a_constant_over_the_size_limit_is_left_computed(monkeypatch):
     assert not _is_rewritten(RelativePositionBias().eval(), torch.randn(1, 12, 8))
 
 
+class PerLayerBiases(torch.nn.Module):
+    """Two layers, each with its own learned relative-position table (Wav2Vec2-BERT keeps one per layer)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.layers = torch.nn.ModuleList([RelativePositionBias(), RelativePositionBias()])
+
+    def forward(self, x):
+        return self.layers[1](self.layers[0](x).reshape(1, x.shape[1], 8))
+
+
+def test_the_pass_stores_at_most_its_budget_in_all(monkeypatch):
+    # Each layer's [2, 40, 40] float32 is 12.5 KiB at the longest length: the budget holds one, not two.
+    monkeypatch.setattr(length_only_values_as_constants, "MAX_CONSTANT_BYTES", 20 * 2**10)
+    ep = export_aten(PerLayerBiases().eval(), (torch.randn(1, 12, 8),), dynamic_shapes=({1: FRAMES},))
+    rewrite = LengthOnlyValuesAsConstantsPass(ep)
+    assert rewrite(ep.graph_module).modified
+    assert len(rewrite.rewritten) == 1
+    assert any("over what is left of the pass's" in reason for _, reason in rewrite.skipped), rewrite.skipped
+
+
 def test_does_nothing_on_a_program_without_length_only_values():
     assert not _is_rewritten(torch.nn.Linear(8, 8), torch.randn(1, 12, 8))
 
