@@ -7,8 +7,8 @@
 
 Each family module declares one recipe and registers it on import, and is named after it: `wav2vec2`, `hubert`,
 `wavlm`, `unispeech`, `unispeech_sat` (recipe `unispeech-sat`), `data2vec_audio` (recipe `data2vec-audio`), `sew`,
-`sew_d` (recipe `sew-d`), `univnet`, `hifigan` (the original HiFi-GAN), `speecht5_hifigan` (recipe
-`speecht5-hifigan`), `bigvgan` and `vocos`. Register your own with the same `@register` decorator (see `registry`). Declaring, listing and
+`sew_d` (recipe `sew-d`), `wav2vec2_conformer` (recipe `wav2vec2-conformer`), `univnet`, `hifigan` (the original HiFi-GAN), `speecht5_hifigan` (recipe
+`speecht5-hifigan`), `bigvgan`, `vocos` and `wav2vec2_bert` (recipe `wav2vec2-bert`, which takes filterbanks). Register your own with the same `@register` decorator (see `registry`). Declaring, listing and
 describing recipes imports neither torch, torchaudio nor transformers (`audiodeploy list` answers at once):
 `build()` imports them, and the export wrappers from `_modules`.
 """
@@ -29,6 +29,8 @@ from . import (
     univnet,
     vocos,
     wav2vec2,
+    wav2vec2_bert,
+    wav2vec2_conformer,
     wavlm,
 )
 from .calibration import calibration_files, calibration_inputs
@@ -108,5 +110,7 @@ __all__ = [
     "unregister",
     "waveform_input",
     "wav2vec2",
+    "wav2vec2_bert",
+    "wav2vec2_conformer",
     "wavlm",
 ]

@@ -68,6 +68,35 @@ class TorchaudioCtc(_WaveformEncoder):
         return logits
 
 
+class FbankEncoder(nn.Module):
+    """`(1, rows, stride * mel_bins)` stacked log-mel filterbank, unnormalized → one output of a transformers speech
+    encoder that takes `input_features` (wav2vec2-bert), named by `output_name`.
+
+    The per-utterance normalization of transformers' `SeamlessM4TFeatureExtractor` happens here, on the program's
+    input: each mel bin's mean and variance (`correction=1`, epsilon 1e-7) over every frame of the input (a row
+    holds `stride` frames). Done in the program rather than in the runtime, the program takes what the model-free
+    front end computes (`audiodeploy.program.mel.Fbank`) and nothing else, as a waveform encoder takes raw samples;
+    a recording longer than the program takes is normalized window by window, over at least the program's shortest
+    input, where the extractor normalizes over the whole recording. The cost is two reductions over the input.
+    """
+
+    def __init__(self, model: nn.Module, mel_bins: int, output_name: str = "logits") -> None:
+        super().__init__()
+        self.model = model
+        self.mel_bins = mel_bins
+        self.output_name = output_name
+
+    def forward(self, features: torch.Tensor) -> torch.Tensor:
+        batch, rows, size = features.shape
+        # (1, rows, stride, bins): one dynamic axis, so that the view is one XNNPACK reshape.
+        frames = features.reshape(batch, rows, size // self.mel_bins, self.mel_bins)
+        mean = frames.mean(dim=(1, 2), keepdim=True)
+        variance = frames.var(dim=(1, 2), keepdim=True, correction=1)
+        normalized = ((frames - mean) / torch.sqrt(variance + 1e-7)).reshape(batch, rows, size)
+        output: torch.Tensor = getattr(self.model(input_features=normalized), self.output_name)
+        return output
+
+
 # Vocoders (HiFi-GAN, UnivNet): log-mel in, waveform out.
 
 

@@ -120,6 +120,9 @@ class SpeechEncoderArchitecture:
     squeeze_factor: int | None = None
     """SEW and SEW-D only: the transformer runs on frames average-pooled by this factor, and a linear layer
     upsamples its output back (transformers `squeeze_factor`); None for the full frame rate."""
+    position_embeddings: Literal["rotary", "relative"] | None = None
+    """wav2vec2-conformer only: the conformer blocks' attention rotates queries and keys ("rotary") or adds a
+    Transformer-XL relative position bias ("relative") (transformers `position_embeddings_type`); None elsewhere."""
 
     @property
     def stride(self) -> int:

@@ -13,7 +13,7 @@ import os
 import re
 import socket
 import urllib.parse
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
@@ -43,11 +43,18 @@ def _no_attention_mask(*args: object, **kwargs: object) -> None:
 def register_unpadded_eager_attention() -> None:
     """Register `UNPADDED_EAGER_ATTENTION` with transformers, before a model is built with it. Idempotent: the
     name is namespaced and always maps to the same functions, and later calls return at once."""
-    from transformers import AttentionInterface, AttentionMaskInterface
     from transformers.models.wav2vec2.modeling_wav2vec2 import eager_attention_forward
 
-    AttentionInterface.register(UNPADDED_EAGER_ATTENTION, eager_attention_forward)
-    AttentionMaskInterface.register(UNPADDED_EAGER_ATTENTION, _no_attention_mask)
+    register_unpadded_attention(UNPADDED_EAGER_ATTENTION, eager_attention_forward)
+
+
+def register_unpadded_attention(name: str, attention: Callable[..., Any]) -> None:
+    """Register the attention function `attention` with transformers as `name`, with no attention mask (see
+    `UNPADDED_EAGER_ATTENTION`): for a family whose eager attention differs from wav2vec2's."""
+    from transformers import AttentionInterface, AttentionMaskInterface
+
+    AttentionInterface.register(name, attention)
+    AttentionMaskInterface.register(name, _no_attention_mask)
 
 
 def transformers_class(name: str) -> Any:

@@ -20,7 +20,7 @@ from collections.abc import Iterable, Mapping
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Generic, TypeVar
 
-from audiodeploy.program.mel import MelSpectrogram
+from audiodeploy.program.mel import Fbank, MelSpectrogram
 from audiodeploy.program.vocabulary import CtcVocabulary
 
 from .errors import (
@@ -180,6 +180,7 @@ class Recipe(ABC, Generic[ArchitectureT]):
         vocabulary: CtcVocabulary | None = None,
         mel: MelSpectrogram | None = None,
         head: BuiltHead | None = None,
+        fbank: Fbank | None = None,
     ) -> BuiltModel:
         """`module` as `request` built it, ready for export: in eval mode without gradients, with seeded
         example inputs of `spec.example_length`, dynamic shapes over `spec`, and the variant's tolerance.
@@ -202,6 +203,7 @@ class Recipe(ABC, Generic[ArchitectureT]):
             vocabulary=vocabulary,
             labels=None if head is None else head.labels,
             mel=mel,
+            fbank=fbank,
             notes=notes,
             keep_fp32=keep_fp32 if head is None else head.keep_fp32,
         )

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Generic, Protocol, Self, TypeVar
 
 from audiodeploy.program.description import ProgramDescription
-from audiodeploy.program.mel import MelSpectrogram
+from audiodeploy.program.mel import Fbank, MelSpectrogram
 from audiodeploy.program.spec import (
     CTC_LOGITS_OUTPUT,
     WAVEFORM_OUTPUT,
@@ -43,6 +43,7 @@ __all__ = [
     "OutputSpec",
     "Task",
     "Variant",
+    "fbank_input",
     "mel_input",
     "synthetic_provenance",
     "tiny_variant",
@@ -118,6 +119,27 @@ def mel_input(sample_rate: int, hop_length: int, mel_bins: int, length_range: Le
         )
     layout = ("batch", "frames", "mel_bins")
     return InputSpec("mel", layout, sample_rate, hop_length, 1, min_length, max_length, mel_bins)
+
+
+def fbank_input(fbank: Fbank, length_multiple: int, length_range: LengthRange) -> InputSpec:
+    """The filterbank input of a speech encoder that takes `fbank`'s rows (one every `fbank.samples_per_row`
+    samples), in multiples of `length_multiple` rows (the encoder's output stride in rows), over `length_range`."""
+    layout = ("batch", "rows", "features")
+    step = fbank.samples_per_row
+    probe = InputSpec("fbank", layout, fbank.sample_rate, step, length_multiple, 1, 1, fbank.feature_size)
+    min_length = probe.length_for_seconds(length_range.min_seconds)
+    max_length = max(
+        min_length,
+        math.floor(length_range.max_seconds * fbank.sample_rate / step / length_multiple) * length_multiple,
+    )
+    if min_length < _MIN_STEPS * length_multiple:
+        raise LengthRangeError(
+            f"length range {length_range} is too short: this model needs at least "
+            f"{_MIN_STEPS * length_multiple * step / fbank.sample_rate:.3f} s of audio"
+        )
+    return InputSpec(
+        "fbank", layout, fbank.sample_rate, step, length_multiple, min_length, max_length, fbank.feature_size
+    )
 
 
 @dataclass(frozen=True)
@@ -220,6 +242,8 @@ class BuiltModel:
     """Label names by output index (classifiers): the checkpoint's ``id2label``."""
     mel: MelSpectrogram | None = None
     """How to compute the input mel spectrogram from a waveform (vocoders)."""
+    fbank: Fbank | None = None
+    """How to compute the input filterbank features from a waveform (a 'fbank' input)."""
     notes: tuple[str, ...] = field(default=())
     """Facts a user should know about this build, e.g. a CTC head that the checkpoint did not contain."""
     keep_fp32: tuple[str, ...] = ()
@@ -250,6 +274,7 @@ class BuiltModel:
             vocabulary=self.vocabulary,
             labels=self.labels,
             mel=self.mel,
+            fbank=self.fbank,
             notes=self.notes,
             max_abs_diff_vs_eager=max_abs_diff_vs_eager,
         )

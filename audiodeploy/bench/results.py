@@ -94,7 +94,7 @@ class BenchTarget(Record):
     path: str | None
     """The .pte measured (kind ``pte``)."""
     sample_rate: int | None
-    input_kind: Literal["waveform", "mel", "frames"] | None
+    input_kind: Literal["waveform", "mel", "fbank", "frames"] | None
     length_range_seconds: tuple[float, float] | None
     module: str | None = field(default=None, metadata=OMITTED_WHEN_NONE)
     """pos-conv only, like ``shape`` and ``gflop``: the module, its size, and the work of one call."""

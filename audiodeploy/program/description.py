@@ -1,7 +1,7 @@
 """A program's description: the JSON sidecar beside every exported .pte, written and read by its record.
 
 The sidecar says what the program is (recipe, variant, weights), what it takes and gives (`InputSpec`,
-`OutputSpec`), how to read its output (`CtcVocabulary`) or make its input (`MelSpectrogram`), how it was lowered,
+`OutputSpec`), how to read its output (`CtcVocabulary`) or make its input (`MelSpectrogram`, `Fbank`), how it was lowered,
 and the SHA-256 of the program it describes. Nothing in it is trusted: `read_sidecar` checks every field, and
 `ProgramDescription.check_program` checks it against the method the program itself declares, so a sidecar of
 another model, an edited one, or an old one beside a new program is one clear error instead of a runtime failure.
@@ -26,8 +26,8 @@ from typing import Any, Final, Literal, Protocol
 
 from audiodeploy.errors import AudiodeployError
 
-from .mel import MelSpectrogram
-from .records import NOT_IN_JSON, Record, json_key
+from .mel import Fbank, MelSpectrogram
+from .records import NOT_IN_JSON, OMITTED_WHEN_NONE, Record, json_key
 from .spec import InputSpec, OutputSpec, Task
 from .vocabulary import CtcVocabulary
 
@@ -81,6 +81,8 @@ class ProgramDescription(Record):
     labels: tuple[str, ...] | None = None
     """The classifier's label names, by output index (a checkpoint's ``id2label``); None for other tasks."""
     mel: MelSpectrogram | None = None
+    fbank: Fbank | None = field(default=None, metadata=OMITTED_WHEN_NONE)
+    """How to compute a 'fbank' input from audio (wav2vec2-bert); None for other inputs."""
     notes: tuple[str, ...] = ()
     max_abs_diff_vs_eager: float | None = None
     """The exported program's largest absolute difference from the eager module on the example input; None where
@@ -95,6 +97,14 @@ class ProgramDescription(Record):
             raise ValueError(f"field 'labels' is for {' and '.join(_LABELLED_TASKS)} programs, and they need it")
         if self.task == "vocoder" and self.input.kind != "mel":
             raise ValueError("a vocoder's description should take a 'mel' input")
+        if (self.input.kind == "fbank") != (self.fbank is not None):
+            raise ValueError("field 'fbank' is for programs with a 'fbank' input, and they need it")
+        if self.fbank is not None and (
+            self.fbank.feature_size != self.input.feature_size
+            or self.fbank.samples_per_row != self.input.samples_per_step
+            or self.fbank.sample_rate != self.input.sample_rate
+        ):
+            raise ValueError("field 'fbank' does not give the rows, features or sample rate of field 'input'")
         if self.input.min_length > self.input.max_length or self.input.min_length < 1:
             raise ValueError("field 'input' has an empty length range")
 

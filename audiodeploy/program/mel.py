@@ -1,4 +1,4 @@
-"""Log-mel spectrograms of the vocoders' front ends, computed with numpy alone.
+"""Log-mel spectrograms of the vocoders' front ends and Kaldi-style filterbanks (`Fbank`), computed with numpy alone.
 
 A vocoder only sounds right on the features its checkpoint was trained on, so each flavor reproduces one
 published front end, frame for frame:
@@ -26,6 +26,9 @@ published front end, frame for frame:
 All four compute in float64 (transformers promotes to float64 before its FFT) and return float32. A frame's
 values depend only on the samples under its window, so `MelSpectrogram.frames` computes any run of frames
 from the samples that run needs; `__call__` is that same code over the whole signal.
+
+`Fbank` is the other kind of front end: the input of speech encoders that take filterbank features instead of a
+waveform (wav2vec2-bert), transformers' `SeamlessM4TFeatureExtractor` without its per-utterance normalization.
 
 Importing this module imports neither torch nor any model library.
 """
@@ -380,3 +383,186 @@ def _reflect(positions: np.ndarray, samples: int) -> np.ndarray:
     than the signal needs (`min_samples`)."""
     last = samples - 1
     return last - np.abs(last - np.abs(positions))
+
+
+@dataclass(frozen=True)
+class Fbank:
+    """Kaldi-style log-mel filterbanks stacked in pairs: transformers' `SeamlessM4TFeatureExtractor`
+    (`models/seamless_m4t/feature_extraction_seamless_m4t.py`), the input of wav2vec2-bert (w2v-BERT 2.0).
+
+    Per frame of `frame_length` samples every `hop_length` (25 ms every 10 ms at 16 kHz; no padding, Kaldi's
+    `snip_edges`): samples scaled to 16-bit integers (× 2¹⁵), the frame's mean removed, pre-emphasis
+    `x[n] - 0.97 x[n - 1]` (the first sample `× (1 - 0.97)`), a Povey window (a symmetric Hann window to the power
+    0.85), the power spectrum of an `n_fft`-point FFT, `mel_bins` triangular filters spaced evenly on Kaldi's mel
+    scale (`1127 ln(1 + f / 700)`) from `fmin` to the Nyquist frequency and triangular in mels, no normalization,
+    then `log(max(mel, mel_floor))`; no dither. `stride` consecutive frames are then concatenated into one row of
+    `stride × mel_bins` features (160 for 2 × 80): one row every `stride × hop_length` samples (20 ms).
+
+    What is left out is the extractor's normalization of each mel bin over the utterance (mean and variance,
+    `ddof=1`, epsilon 1e-7): the program does it on its input (see `normalize`, and the recipe's wrapper), so
+    that each window of a long recording is normalized over itself. An odd last frame is dropped here, where the
+    extractor pads it with zeros after normalizing (10 ms at the very end).
+    """
+
+    sample_rate: int
+    mel_bins: int
+    frame_length: int
+    hop_length: int
+    n_fft: int
+    stride: int
+    preemphasis: float
+    fmin: float
+    mel_floor: float
+
+    @classmethod
+    def seamless_m4t(cls) -> Fbank:
+        """`SeamlessM4TFeatureExtractor()`'s front end: 16 kHz, 80 bins, 25 ms windows every 10 ms, a 512-point
+        FFT, frames stacked in pairs, pre-emphasis 0.97, filters from 20 Hz, floor `1.192092955078125e-07`."""
+        return cls(16_000, 80, 400, 160, 512, 2, 0.97, 20.0, 1.192092955078125e-07)
+
+    def __post_init__(self) -> None:
+        for name in ("sample_rate", "mel_bins", "frame_length", "hop_length", "n_fft", "stride"):
+            if getattr(self, name) <= 0:
+                raise ValueError(f"fbank {name} should be positive, not {getattr(self, name)}")
+        if self.n_fft < self.frame_length:
+            raise ValueError(f"fbank n_fft ({self.n_fft}) should be at least frame_length ({self.frame_length})")
+        if not 0 <= self.fmin < self.sample_rate / 2:
+            raise ValueError(f"fbank fmin should be in [0, {self.sample_rate / 2}), not {self.fmin}")
+        if not 0 <= self.preemphasis < 1 or not self.mel_floor > 0:
+            raise ValueError("fbank preemphasis should be in [0, 1) and mel_floor positive")
+
+    @property
+    def feature_size(self) -> int:
+        """Features per row: `stride × mel_bins`."""
+        return self.stride * self.mel_bins
+
+    @property
+    def samples_per_row(self) -> int:
+        return self.stride * self.hop_length
+
+    @property
+    def min_samples(self) -> int:
+        """The shortest signal with one row: `stride` frames."""
+        return self.frame_length + (self.stride - 1) * self.hop_length
+
+    def frame_count(self, samples: int) -> int:
+        """How many rows (of `stride` frames) `__call__` gives for `samples` samples; ValueError below
+        `min_samples`."""
+        if samples < self.min_samples:
+            raise ValueError(
+                f"audio is too short for the fbank front end: {samples} samples, it needs at least {self.min_samples} "
+                f"({self.min_samples / self.sample_rate:.3f} s at {self.sample_rate} Hz)"
+            )
+        return (1 + (samples - self.frame_length) // self.hop_length) // self.stride
+
+    def frames(self, read: SampleReader, total_samples: int, start_row: int, stop_row: int) -> np.ndarray:
+        """Rows `start_row:stop_row` of the stacked filterbank of a `total_samples`-long signal,
+        `(rows, feature_size)` float32, the same values as those rows of `__call__` on the whole signal; `read` is
+        called once, for the samples under those rows' frames."""
+        count = self.frame_count(total_samples)
+        if not 0 <= start_row <= stop_row <= count:
+            raise ValueError(f"rows {start_row}:{stop_row} are outside the {count} rows of {total_samples} samples")
+        result = np.empty((stop_row - start_row, self.feature_size), dtype=np.float32)
+        if start_row == stop_row:
+            return result
+        first_frame, stop_frame = start_row * self.stride, stop_row * self.stride
+        low = first_frame * self.hop_length
+        high = (stop_frame - 1) * self.hop_length + self.frame_length
+        samples = np.asarray(read(low, high))
+        if samples.shape != (high - low,):
+            raise ValueError(f"read({low}, {high}) gave an array of shape {samples.shape}, not ({high - low},)")
+        # float32 × 2¹⁵ first, as the extractor scales its float32 input, then float64.
+        scaled = (samples.astype(np.float32) * np.float32(2**15)).astype(np.float64)
+        rows_per_chunk = max(1, _CHUNK_FRAMES // self.stride)
+        for chunk in range(start_row, stop_row, rows_per_chunk):
+            chunk_stop = min(chunk + rows_per_chunk, stop_row)
+            offset = (chunk - start_row) * self.stride * self.hop_length
+            span = ((chunk_stop - chunk) * self.stride - 1) * self.hop_length + self.frame_length
+            frames = self._log_mel(scaled[offset : offset + span])
+            result[chunk - start_row : chunk_stop - start_row] = frames.reshape(chunk_stop - chunk, -1)
+        return result
+
+    def __call__(self, waveform: np.ndarray | torch.Tensor) -> torch.Tensor:
+        """Stacked filterbank of a mono waveform (1-D, or `(1, samples)`) at `sample_rate`:
+        `(1, rows, feature_size)`, unnormalized (what the program takes)."""
+        import torch
+
+        if isinstance(waveform, torch.Tensor):
+            waveform = waveform.detach().cpu().numpy()
+        audio = np.asarray(waveform, dtype=np.float32)
+        if audio.ndim == 2 and audio.shape[0] == 1:
+            audio = audio[0]
+        if audio.ndim != 1:
+            raise ValueError(f"a fbank front end takes a mono waveform, (samples,) or (1, samples), not {audio.shape}")
+        rows = self.frames(lambda a, b: audio[a:b], audio.size, 0, self.frame_count(audio.size))
+        return torch.from_numpy(rows[np.newaxis])
+
+    def normalize(self, rows: np.ndarray) -> np.ndarray:
+        """`rows` (`(rows, feature_size)`) with each mel bin normalized over all their frames as the extractor does
+        (mean 0, variance 1 with `ddof=1`, epsilon 1e-7): what the recipe's wrapper computes inside the program."""
+        frames = np.asarray(rows, dtype=np.float32).reshape(-1, self.mel_bins)
+        mean = frames.mean(axis=0, keepdims=True)
+        variance = frames.var(axis=0, ddof=1, keepdims=True)
+        normalized: np.ndarray = ((frames - mean) / np.sqrt(variance + 1e-7)).reshape(-1, self.feature_size)
+        return normalized
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "sample_rate": self.sample_rate,
+            "mel_bins": self.mel_bins,
+            "frame_length": self.frame_length,
+            "hop_length": self.hop_length,
+            "n_fft": self.n_fft,
+            "stride": self.stride,
+            "preemphasis": self.preemphasis,
+            "fmin": self.fmin,
+            "mel_floor": self.mel_floor,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, object]) -> Fbank:
+        """The front end `to_dict` wrote; ValueError for a malformed dictionary."""
+        if not isinstance(data, Mapping):
+            raise ValueError(f"a fbank front end should be a dictionary, not {data!r}")
+        return cls(
+            sample_rate=int_field(data, "sample_rate"),
+            mel_bins=int_field(data, "mel_bins"),
+            frame_length=int_field(data, "frame_length"),
+            hop_length=int_field(data, "hop_length"),
+            n_fft=int_field(data, "n_fft"),
+            stride=int_field(data, "stride"),
+            preemphasis=float_field(data, "preemphasis"),
+            fmin=float_field(data, "fmin"),
+            mel_floor=float_field(data, "mel_floor"),
+        )
+
+    def _log_mel(self, segment: np.ndarray) -> np.ndarray:
+        """Log-mel frames `(frames, mel_bins)` of `segment` (float64 scaled samples from the first frame's start)."""
+        frames = np.lib.stride_tricks.sliding_window_view(segment, self.frame_length)[:: self.hop_length]
+        frames = frames - frames.mean(axis=-1, keepdims=True)
+        emphasized = np.concatenate(
+            [frames[:, :1] * (1 - self.preemphasis), frames[:, 1:] - self.preemphasis * frames[:, :-1]], axis=-1
+        )
+        spectrum = np.fft.rfft(emphasized * self._window, n=self.n_fft, axis=-1)
+        power = spectrum.real**2 + spectrum.imag**2
+        mel = np.maximum(power @ self._filters, self.mel_floor)
+        return np.log(mel).astype(np.float32)
+
+    @cached_property
+    def _window(self) -> np.ndarray:
+        # window_function(frame_length, "povey", periodic=False): a symmetric Hann window to the power 0.85.
+        return np.power(np.hanning(self.frame_length), 0.85)
+
+    @cached_property
+    def _filters(self) -> np.ndarray:
+        return kaldi_mel_filters(self.n_fft, self.mel_bins, self.fmin, self.sample_rate // 2, self.sample_rate)
+
+
+def kaldi_mel_filters(n_fft: int, mel_bins: int, fmin: float, fmax: float, sample_rate: int) -> np.ndarray:
+    """`(n_fft // 2 + 1, mel_bins)` triangular filters evenly spaced on Kaldi's mel scale (`1127 ln(1 + f / 700)`)
+    and triangular in mels, unnormalized, in float64: transformers' `mel_filter_bank(norm=None, mel_scale="kaldi",
+    triangularize_in_mel_space=True)`, Kaldi's and `torchaudio.compliance.kaldi`'s filters."""
+    edges = np.linspace(1127.0 * np.log(1.0 + fmin / 700.0), 1127.0 * np.log(1.0 + fmax / 700.0), mel_bins + 2)
+    bin_width = sample_rate / n_fft
+    bins = 1127.0 * np.log(1.0 + bin_width * np.arange(n_fft // 2 + 1) / 700.0)
+    return _triangles(edges, bins)

@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 Task = Literal[
     "ctc-asr", "vocoder", "audio-classification", "audio-frame-classification", "speaker-embedding", "features"
 ]
-InputKind = Literal["waveform", "mel"]
+InputKind = Literal["waveform", "mel", "fbank"]
 OutputKind = Literal["ctc-logits", "waveform", "class-logits", "frame-class-logits", "embedding", "hidden-states"]
 PostProcess = Literal["ctc-greedy-decode", "write-waveform", "classify", "classify-frames", "write-features"]
 
@@ -38,7 +38,8 @@ class InputSpec:
 
     A waveform is `(1, samples)` at `sample_rate`, raw (the module normalizes it itself when the checkpoint was
     trained on normalized audio). A mel spectrogram is `(1, frames, mel_bins)`, one frame every `samples_per_step`
-    samples, as `mel` of the built model computes it.
+    samples, as `mel` of the built model computes it. Filterbank features are `(1, rows, features)`, one row every
+    `samples_per_step` samples, as `fbank` of the built model computes them (`audiodeploy.program.mel.Fbank`).
     """
 
     kind: InputKind
@@ -51,7 +52,7 @@ class InputSpec:
     min_length: int
     max_length: int
     feature_size: int | None = None
-    """Size of the last axis (mel bins) for mel inputs; None for waveforms."""
+    """Size of the last axis (mel bins, filterbank features); None for waveforms."""
     length_axis: int = 1
 
     @property
@@ -138,10 +139,11 @@ class InputSpec:
     def from_dict(cls, data: Mapping[str, object]) -> InputSpec:
         """The spec `to_dict` wrote; raises ValueError for a malformed dictionary."""
         kind = str_field(data, "kind")
-        if kind not in ("waveform", "mel"):
-            raise ValueError(f"field 'kind' should be 'waveform' or 'mel', not {kind!r}")
+        kinds: dict[str, InputKind] = {"waveform": "waveform", "mel": "mel", "fbank": "fbank"}
+        if kind not in kinds:
+            raise ValueError(f"field 'kind' should be one of {', '.join(map(repr, kinds))}, not {kind!r}")
         return cls(
-            kind="waveform" if kind == "waveform" else "mel",
+            kind=kinds[kind],
             layout=str_tuple_field(data, "layout"),
             sample_rate=int_field(data, "sample_rate"),
             samples_per_step=int_field(data, "samples_per_step"),

@@ -222,8 +222,9 @@ class _Windowed(Model):
 
 
 class _WaveformEncoder(_Windowed):
-    """A program that encodes a waveform (speech recognizers, classifiers, feature extractors): what they share is
-    cutting audio into windows of whole frames and running each."""
+    """A program that encodes audio (speech recognizers, classifiers, feature extractors): what they share is
+    cutting audio into windows of whole frames and running each. The program takes the waveform itself, or (input
+    kind 'fbank') the filterbank rows the description's front end computes from it, window by window."""
 
     def __init__(self, program: Program, description: ProgramDescription, path: Path | None = None) -> None:
         super().__init__(program, description, path)
@@ -258,17 +259,39 @@ class _WaveformEncoder(_Windowed):
         spec, unit = self.spec, self.unit
         source = open_audio(audio, spec.sample_rate, sample_rate)
         try:
-            plan = self.plan(source.total, window_seconds, overlap_seconds, self.tail)
+            total = source.total if spec.kind != "fbank" else self._fbank_rows(source.total, source.origin)
+            plan = self.plan(total, window_seconds, overlap_seconds, self.tail)
             for window in self._each_window(plan, progress, what):
                 first = window.start * unit
-                samples = source.read(first, min(first + window.units * unit, source.total))
+                stop = min(first + window.units * unit, total)
                 batch = np.zeros(spec.shape(window.units * unit), dtype=np.float32)
-                batch[0, : samples.size] = samples
+                if spec.kind == "fbank":
+                    assert self.description.fbank is not None  # checked when the description was read
+                    rows = self.description.fbank.frames(source.read, source.total, first, stop)
+                    # Rows past the input (an input shorter than the program's minimum, or not a whole number of
+                    # output frames) repeat the mean row: the program normalizes each window over its rows, and
+                    # a mean row leaves the window's mean unchanged where zeros (or silence, far below speech in
+                    # log-mel) would shift it.
+                    batch[0, : rows.shape[0]] = rows
+                    batch[0, rows.shape[0] :] = rows.mean(axis=0)
+                else:
+                    batch[0, : stop - first] = source.read(first, stop)
                 emit(window, self._run_window(batch)[0])
         finally:
             if isinstance(source, AudioFile):
                 source.close()
         return source.total / spec.sample_rate, len(plan.windows)
+
+    def _fbank_rows(self, samples: int, origin: str) -> int:
+        """How many filterbank rows the description's front end computes from `samples` samples."""
+        fbank = self.description.fbank
+        assert fbank is not None  # checked when the description was read
+        if samples < fbank.min_samples:
+            raise AudioInputError(
+                f"{origin}: too short for one filterbank row; give at least {fbank.min_samples} samples "
+                f"({fbank.min_samples / fbank.sample_rate:.3f} s)"
+            )
+        return fbank.frame_count(samples)
 
     def _frames(
         self,

@@ -67,7 +67,7 @@ def test_a_sidecar_written_for_other_bytes_is_refused(tmp_path):
     [
         (lambda c: c.pop("model"), "field 'model'"),
         (lambda c: c["model"].pop("input"), "field 'model.input' is missing"),
-        (lambda c: c["model"]["input"].update(kind="video"), "'waveform' or 'mel'"),
+        (lambda c: c["model"]["input"].update(kind="video"), "'waveform', 'mel', 'fbank'"),
         (lambda c: c["model"]["input"].update(max_length="many"), "max_length"),
         (lambda c: c["model"].update(vocabulary=None), "vocabulary"),
         (lambda c: c["model"]["output"].update(kind="logits"), "unknown output kind"),

@@ -44,6 +44,8 @@ BUILT_IN = (
     "univnet",
     "vocos",
     "wav2vec2",
+    "wav2vec2-bert",
+    "wav2vec2-conformer",
     "wavlm",
 )
 
@@ -66,13 +68,14 @@ def test_family_modules_are_importable_as_audiodeploy_recipes():
         univnet,
         vocos,
         wav2vec2,
+        wav2vec2_conformer,
         wavlm,
     )
 
     modules = (wav2vec2, hubert, wavlm, speecht5_hifigan, hifigan, univnet, bigvgan, vocos)
-    modules += (unispeech, unispeech_sat, data2vec_audio, sew, sew_d)
+    modules += (unispeech, unispeech_sat, data2vec_audio, sew, sew_d, wav2vec2_conformer)
     names = ("wav2vec2", "hubert", "wavlm", "speecht5_hifigan", "hifigan", "univnet", "bigvgan", "vocos")
-    names += ("unispeech", "unispeech_sat", "data2vec_audio", "sew", "sew_d")
+    names += ("unispeech", "unispeech_sat", "data2vec_audio", "sew", "sew_d", "wav2vec2_conformer")
     assert [module.__name__ for module in modules] == [f"audiodeploy.recipes.{name}" for name in names]
 
 
@@ -96,6 +99,7 @@ def test_get_returns_the_declared_recipe():
         ("data2vec-audio", ("base", "large"), ("transformers",)),
         ("sew", ("tiny-100k", "mid-100k"), ("transformers",)),
         ("sew-d", ("tiny-100k", "base-plus-400k"), ("transformers",)),
+        ("wav2vec2-conformer", ("rope-large", "rel-pos-large"), ("transformers",)),
         ("hifigan", ("v1", "v2", "v3"), ("original",)),
         ("speecht5-hifigan", ("v1", "spectral-norm"), ("transformers",)),
         ("univnet", ("c32",), ("transformers",)),

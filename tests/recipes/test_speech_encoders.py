@@ -1,6 +1,7 @@
 """What every CTC speech recognizer family passes: its sources at test size (wav2vec2, HuBERT and WavLM from
-transformers and torchaudio; UniSpeech, UniSpeech-SAT, data2vec-audio, SEW and SEW-D from transformers only), real
-weights loading, published configurations. Each family's own behaviour is tested in its test_<family>.py."""
+transformers and torchaudio; UniSpeech, UniSpeech-SAT, data2vec-audio, SEW, SEW-D and wav2vec2-conformer from
+transformers only), real weights loading, published configurations. Each family's own behaviour is tested in its
+test_<family>.py."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from tests.recipes.helpers import EXPORT_ATOL, assert_exports_like_eager, weight
 
 # The families both libraries build, and those only transformers builds.
 TORCHAUDIO_FAMILIES = ("wav2vec2", "hubert", "wavlm")
-TRANSFORMERS_ONLY_FAMILIES = ("unispeech", "unispeech-sat", "data2vec-audio", "sew", "sew-d")
+TRANSFORMERS_ONLY_FAMILIES = ("unispeech", "unispeech-sat", "data2vec-audio", "sew", "sew-d", "wav2vec2-conformer")
 FAMILIES = TORCHAUDIO_FAMILIES + TRANSFORMERS_ONLY_FAMILIES
 
 # Every family's test-size variants: the layouts of its smallest and its pre-norm published variant.
@@ -36,13 +37,21 @@ TRANSFORMERS_ONLY_TINY = [
     ("data2vec-audio", "tiny"),
     ("sew", "tiny"),
     ("sew-d", "tiny"),
+    # One test size per kind of position embedding: rotary (the default's layout) and relative.
+    ("wav2vec2-conformer", "tiny"),
+    ("wav2vec2-conformer", "tiny-rel-pos"),
 ]
 TINY_BUILDS = [(family, variant, source) for family, variant in TINY for source in ("transformers", "torchaudio")] + [
     (family, variant, "transformers") for family, variant in TRANSFORMERS_ONLY_TINY
 ]
 
-# data2vec-audio's positional convolutions are plain convolutions; every other family has one weight-normalized.
-WEIGHT_NORMED_POSITIONAL_CONVOLUTIONS = {family: 0 if family == "data2vec-audio" else 1 for family in FAMILIES}
+# data2vec-audio's positional convolutions are plain convolutions, and wav2vec2-conformer's transformers encoder never
+# calls its weight-normalized one (its attention has position embeddings of its own); every other family has one
+# weight-normalized.
+WITHOUT_WEIGHT_NORMED_POSITIONAL_CONVOLUTION = ("data2vec-audio", "wav2vec2-conformer")
+WEIGHT_NORMED_POSITIONAL_CONVOLUTIONS = {
+    family: 0 if family in WITHOUT_WEIGHT_NORMED_POSITIONAL_CONVOLUTION else 1 for family in FAMILIES
+}
 
 # Parameters of the transformers model of each published variant.
 PUBLISHED = [
@@ -62,6 +71,8 @@ PUBLISHED = [
     ("sew", "mid-100k", 174_699_583),
     ("sew-d", "tiny-100k", 24_127_423),
     ("sew-d", "base-plus-400k", 177_003_711),
+    ("wav2vec2-conformer", "rope-large", 593_376_928),
+    ("wav2vec2-conformer", "rel-pos-large", 618_591_904),
 ]
 
 
@@ -72,6 +83,8 @@ def positional_convolutions(built: BuiltModel) -> list[torch.nn.Module]:
     embedding = model.base_model.encoder.pos_conv_embed
     if built.recipe == "data2vec-audio":
         return [layer.conv for layer in embedding.layers]
+    if built.recipe == "wav2vec2-conformer":
+        return []  # built (and in the checkpoint), never called
     return [embedding.conv]
 
 
@@ -79,7 +92,8 @@ def positional_convolutions(built: BuiltModel) -> list[torch.nn.Module]:
 def test_tiny_fp32_builds_and_exports_like_eager(family, variant, source):
     """Builds with synthetic weights, runs, exports over 1-10 s and matches eager at 1 s, 1.02 s (one frame more:
     SEW's transformer pools frames in pairs) and 10 s; the positional convolution is a weight-norm parametrization
-    that exports as `_weight_norm` on parameters (data2vec-audio's are plain convolutions)."""
+    that exports as `_weight_norm` on parameters (data2vec-audio's are plain convolutions; wav2vec2-conformer's is
+    never called)."""
     built = recipes.get(family).build(variant, source)
     assert (built.recipe, built.variant, built.source) == (family, variant, source)
     assert built.weights_provenance == f"synthetic (seed 0) from the test-size '{variant}' configuration"
@@ -120,7 +134,8 @@ def test_seed_decides_the_synthetic_weights(family):
 @pytest.mark.parametrize(
     ("family", "variant"),
     [("wav2vec2", "tiny"), ("wav2vec2", "tiny-lv60"), ("hubert", "tiny-large"), ("wavlm", "tiny")]
-    + [(family, "tiny") for family in TRANSFORMERS_ONLY_FAMILIES],
+    + [(family, "tiny") for family in TRANSFORMERS_ONLY_FAMILIES]
+    + [("wav2vec2-conformer", "tiny-rel-pos")],
 )
 def test_transformers_weights_round_trip(family, variant, tmp_path):
     """A tiny model saved with save_pretrained loads back through the recipe with identical outputs."""

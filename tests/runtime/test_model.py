@@ -276,3 +276,68 @@ def test_a_classifier_sidecar_must_name_as_many_labels_as_the_program_scores(hea
     (tmp_path / "classifier.json").write_text(json.dumps(content))
     with pytest.raises(DescriptionError, match="labels"):
         runtime.load(copy)
+
+
+# A program whose input is filterbanks, not a waveform: wav2vec2-bert's tiny layout with the adapter (one output
+# frame per two 20 ms rows), the one lowering of that recipe in the suite. The runtime computes the rows from audio
+# with the description's model-free front end (`Fbank`), window by window.
+
+
+@pytest.fixture(scope="module")
+def fbank_ctc(tmp_path_factory):
+    from audiodeploy._files import atomic_write_files
+    from audiodeploy.program.description import sidecar_content, sidecar_path
+    from tests.pipeline import lowered_tiny_recipe
+
+    built, lowered = lowered_tiny_recipe("wav2vec2-bert", "tiny-adapter")
+    path = tmp_path_factory.mktemp("fbank") / "wav2vec2-bert.pte"
+    sidecar = sidecar_content(path, lowered.buffer, built.describe(), lowered.report.to_dict())
+    atomic_write_files({path: lowered.buffer, sidecar_path(path): sidecar})
+    return path, built, lowered
+
+
+def test_fp32_fbank_program_lowers_with_every_gemm_delegated_and_matches_eager(fbank_ctc):
+    """Measured when the recipe was added: 11 delegates, every GEMM inside; outside them the reshapes, expands and
+    slices around the relative-position attention (view_copy x20, expand_copy x8, slice_copy x4, unsqueeze_copy x4);
+    3e-7 from eager at 50, 250 and 500 rows."""
+    _, built, lowered = fbank_ctc
+    report = lowered.report.methods["forward"]
+    assert report.gemms_not_delegated == () and report.not_folded == ()
+    assert not {"aten.convolution", "aten.linear", "aten.addmm", "aten.mm"} & set(report.ops_outside_delegates)
+    program = runtime.load(fbank_ctc[0])
+    for length in (built.input.min_length, built.input.max_length):
+        (rows,) = built.random_inputs(length, seed=length)
+        with torch.no_grad():
+            expected = built.module(rows)
+        torch.testing.assert_close(program.run([rows])[0], expected, atol=built.atol, rtol=0)
+
+
+def test_audio_is_transcribed_through_the_descriptions_filterbank_front_end(fbank_ctc):
+    path, built, _ = fbank_ctc
+    model = runtime.load(path)
+    assert isinstance(model, runtime.SpeechRecognizer) and model.spec.kind == "fbank"
+    fbank = model.description.fbank
+    assert fbank is not None and fbank == built.fbank
+    audio = speech_like(1.5)
+    transcript = model.transcribe(audio)
+    rows = fbank(audio)  # 148 frames: 74 rows, 37 output frames, one window
+    assert transcript.windows == 1 and rows.shape == (1, 74, 160)
+    logits = model.run([rows])[0]
+    assert transcript.labels == tuple(logits[0].argmax(-1).tolist())
+    assert transcript.text == STANDARD_ENGLISH.decode(logits)
+    # Longer than the program's 10 s: windows, each normalized over itself; every output frame once.
+    long = model.transcribe(speech_like(12.3, seed=1))
+    assert long.windows == 2 and len(long.labels) == fbank.frame_count(int(12.3 * RATE)) // 2 == 307
+    # Shorter than the program's 1 s (19 rows): padded with their mean row up to its 50; 10 frames kept.
+    short = model.transcribe(speech_like(0.4))
+    assert short.windows == 1 and len(short.labels) == 10
+
+
+def test_audiodeploy_run_prints_the_transcript_of_a_filterbank_program(fbank_ctc, tmp_path):
+    from tests.cli import audiodeploy
+
+    wav = tmp_path / "speech.wav"
+    soundfile.write(str(wav), speech_like(2.0), RATE)
+    result = audiodeploy("run", str(fbank_ctc[0]), str(wav))
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == runtime.load(fbank_ctc[0]).transcribe(wav).text.strip()
