@@ -27,10 +27,6 @@ through ops none of which has an infinite argument (``masked_fill(-inf)``,
 ``full(-inf)``). A mask read from a user input, directly or through arithmetic,
 is left alone.
 
-Where the attention's output is stored heads-inner (``[B, T, H, D]`` viewed as ``[B, H, T, D]``, as PyTorch's
-CPU kernel returns it for such inputs), the matmuls' output is copied into that layout, since export may have
-written the merge of the heads after it as a ``view`` of that layout.
-
 The pass leaves an attention as it is, and does nothing on a program without one,
 when its mask is boolean or may hold an infinity, when it has dropout,
 ``is_causal`` or grouped-query heads, when its inputs are not float32, or when
@@ -43,7 +39,6 @@ import functools
 import math
 
 import torch
-from torch.fx.experimental.symbolic_shapes import statically_known_true
 from torch.utils import _pytree as pytree
 
 from audiodeploy.lowering.passes._graph import (
@@ -84,26 +79,7 @@ class SdpaAsMatmulsPass(NodeRewritePass):
         if mask is not None:
             scaled = insert_op(self.graph, aten.add.Tensor, (scaled, mask), origin=node)
         weights = insert_op(self.graph, aten.softmax.int, (scaled, -1), origin=node)
-        attended = insert_op(self.graph, aten.matmul.default, (weights, v), origin=node)
-        return self._in_the_layout_of(node, attended)
-
-    def _in_the_layout_of(self, node: torch.fx.Node, attended: torch.fx.Node) -> torch.fx.Node:
-        """`attended` laid out as the attention it replaces. PyTorch's CPU attention returns ``[B, H, T, D]`` stored
-        as ``[B, T, H, D]`` when its inputs are views of that layout, and export then writes the merge of the
-        heads after it as a ``view``, which the matmuls' contiguous ``[B, H, T, D]`` cannot take; the same copy
-        into that layout lets it (XNNPACK runs the transposes)."""
-        replaced, written = tensor_of(node), tensor_of(attended)
-        heads_inner = replaced.dim() == 4 and statically_known_true(replaced.transpose(1, 2).is_contiguous())
-        if not heads_inner or statically_known_true(written.transpose(1, 2).is_contiguous()):
-            return attended
-        heads_inner_copy = insert_op(
-            self.graph,
-            aten.clone.default,
-            (insert_op(self.graph, aten.transpose.int, (attended, 1, 2), origin=node),),
-            {"memory_format": torch.contiguous_format},
-            origin=node,
-        )
-        return insert_op(self.graph, aten.transpose.int, (heads_inner_copy, 1, 2), origin=node)
+        return insert_op(self.graph, aten.matmul.default, (weights, v), origin=node)
 
     def _is_finite_float_mask(self, mask: torch.fx.Node) -> bool:
         """A float32 mask computed from finite constants and bounded ops' outputs, without infinite arguments."""

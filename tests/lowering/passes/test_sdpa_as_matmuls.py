@@ -104,25 +104,3 @@ def test_does_nothing_on_a_float_mask_that_may_hold_negative_infinity():
     ):
         ep = export_aten(module, inputs)
         assert not SdpaAsMatmulsPass(ep)(ep.graph_module).modified, module
-
-
-class HeadsInnerAttention(torch.nn.Module):
-    """torchaudio's layout: heads split by a view of [1, T, H, D], attended, merged back by a view; export writes the
-    merge as a `view` of the layout PyTorch's CPU attention returns."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.qkv = torch.nn.Linear(32, 96)
-
-    def forward(self, x):
-        frames = x.shape[1]
-        q, k, v = (t.view(1, frames, 2, 16).transpose(2, 1) for t in self.qkv(x).chunk(3, -1))
-        return F.scaled_dot_product_attention(q, k, v).transpose(1, 2).reshape(1, -1, 32)
-
-
-def test_fp32_sdpa_whose_output_is_merged_by_a_view_keeps_its_layout():
-    cases = [(torch.randn(1, n, 32),) for n in (20, 8, 64)]
-    counts = {"aten.scaled_dot_product_attention.default": 0, "aten.clone.default": 1}
-    assert_rewrites(
-        HeadsInnerAttention().eval(), cases, "SdpaAsMatmulsPass", counts, dynamic_shapes=({1: ATTENTION_FRAMES},)
-    )
