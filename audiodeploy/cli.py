@@ -604,7 +604,7 @@ def _check_run_output_suffix(output: Path, writes: Literal["text", "wav", "npy"]
         )
     if writes == "text" and suffix in _NOT_TEXT_SUFFIXES:
         raise UserError(
-            f"-o {display(output)}: {what} writes text, not {suffix}; give -o a .txt name, e.g. "
+            f"-o {display(output)}: {what} as text, not {suffix}; give -o a .txt name, e.g. "
             f"{display(output.with_suffix('.txt'))}"
         )
 
@@ -665,7 +665,7 @@ def run(
 
 def _run_transcribe(loaded: SpeechRecognizer, request: _RunRequest) -> None:
     if request.output is not None:
-        _check_run_output_suffix(request.output, "text", "a speech recognizer")
+        _check_run_output_suffix(request.output, "text", "a speech recognizer writes its transcript")
     transcript = loaded.transcribe(
         request.input, window_seconds=request.window, overlap_seconds=request.overlap, progress=True
     )
@@ -680,7 +680,7 @@ _TOP_LABELS = 5
 def _run_classify(loaded: AudioClassifier, request: _RunRequest) -> None:
     """The most probable labels with their probabilities; for a frame classifier, each stretch of one best label."""
     if request.output is not None:
-        _check_run_output_suffix(request.output, "text", "a classifier")
+        _check_run_output_suffix(request.output, "text", "a classifier writes its labels")
     result = loaded.classify(
         request.input, window_seconds=request.window, overlap_seconds=request.overlap, progress=True
     )

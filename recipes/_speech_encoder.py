@@ -35,6 +35,7 @@ from ._transformers import (
     optional_file,
     read_config,
     refuse_incomplete,
+    refuse_other_model_type,
     register_unpadded_eager_attention,
     transformers_class,
     transformers_class_exists,
@@ -353,6 +354,7 @@ class SpeechEncoderRecipe(Recipe[SpeechEncoderArchitecture]):
     def checkpoint_head(self, config: Mapping[str, object], weights: str) -> EncoderHead:
         """The head of a checkpoint, from the ``architectures`` its config.json lists (the CTC head when it lists
         none); `WeightsError` naming the heads there are for an architecture of this family without one."""
+        refuse_other_model_type(dict(config), weights, self.transformers_model_type, self.name)
         architectures = config.get("architectures") or []
         if not isinstance(architectures, list) or not architectures:
             return CTC_HEAD

@@ -142,6 +142,16 @@ def read_config(weights: str) -> dict[str, object]:
     return config
 
 
+def refuse_other_model_type(config: dict[str, object], weights: str, expected_model_type: str, recipe: str) -> None:
+    """Raise `WeightsMismatchError` when the config.json of `weights` is not of `expected_model_type`."""
+    model_type = config.get("model_type")
+    if model_type != expected_model_type:
+        raise WeightsMismatchError(
+            f"weights '{weights}' hold a '{model_type}' model, but recipe '{recipe}' builds '{expected_model_type}': "
+            f"pass a {expected_model_type} checkpoint, or use the recipe for {model_type}"
+        )
+
+
 def load_pretrained(
     model_class: type[ModelT],
     weights: str,
@@ -158,13 +168,7 @@ def load_pretrained(
     """
     import torch
 
-    config = read_config(weights)
-    model_type = config.get("model_type")
-    if model_type != expected_model_type:
-        raise WeightsMismatchError(
-            f"weights '{weights}' hold a '{model_type}' model, but recipe '{recipe}' builds '{expected_model_type}': "
-            f"pass a {expected_model_type} checkpoint, or use the recipe for {model_type}"
-        )
+    refuse_other_model_type(read_config(weights), weights, expected_model_type, recipe)
     torch.manual_seed(seed)
     location = locate(weights)
     try:
