@@ -286,6 +286,28 @@ _PRETRAINING_SUFFIX = "ForPreTraining"
 """A pre-training checkpoint (quantizer and projections for the contrastive task): exported as its features."""
 
 
+def head_of_checkpoint(config: Mapping[str, object], weights: str, prefix: str) -> EncoderHead:
+    """The head of a checkpoint of the family whose transformers classes start with `prefix`, from the
+    ``architectures`` its config.json lists (the CTC head when it lists none); `WeightsError` naming the heads
+    there are for an architecture of this family without one."""
+    architectures = config.get("architectures") or []
+    if not isinstance(architectures, list) or not architectures:
+        return CTC_HEAD
+    for architecture in architectures:
+        if architecture == prefix + _PRETRAINING_SUFFIX:
+            return next(head for head in ENCODER_HEADS if head.name == "features")
+        for head in ENCODER_HEADS:
+            if architecture == prefix + head.class_suffix and transformers_class_exists(architecture):
+                return head
+    supported = ", ".join(
+        prefix + head.class_suffix for head in ENCODER_HEADS if transformers_class_exists(prefix + head.class_suffix)
+    )
+    raise WeightsError(
+        f"weights '{weights}' hold a {', '.join(map(str, architectures))}, which audiodeploy does not export: "
+        f"it exports {supported}"
+    )
+
+
 @dataclass(frozen=True)
 class _Loaded:
     """A library model as built or loaded, before `_build` wraps it for export."""
@@ -355,25 +377,7 @@ class SpeechEncoderRecipe(Recipe[SpeechEncoderArchitecture]):
         """The head of a checkpoint, from the ``architectures`` its config.json lists (the CTC head when it lists
         none); `WeightsError` naming the heads there are for an architecture of this family without one."""
         refuse_other_model_type(dict(config), weights, self.transformers_model_type, self.name)
-        architectures = config.get("architectures") or []
-        if not isinstance(architectures, list) or not architectures:
-            return CTC_HEAD
-        prefix = self.transformers_class_prefix
-        for architecture in architectures:
-            if architecture == prefix + _PRETRAINING_SUFFIX:
-                return next(head for head in ENCODER_HEADS if head.name == "features")
-            for head in ENCODER_HEADS:
-                if architecture == prefix + head.class_suffix and transformers_class_exists(architecture):
-                    return head
-        supported = ", ".join(
-            prefix + head.class_suffix
-            for head in ENCODER_HEADS
-            if transformers_class_exists(prefix + head.class_suffix)
-        )
-        raise WeightsError(
-            f"weights '{weights}' hold a {', '.join(map(str, architectures))}, which audiodeploy does not export: "
-            f"it exports {supported}"
-        )
+        return head_of_checkpoint(config, weights, self.transformers_class_prefix)
 
     def transformers_config(self, architecture: SpeechEncoderArchitecture) -> PretrainedConfig:
         """The transformers config of `architecture`: the family's config class (`config_class` of its model

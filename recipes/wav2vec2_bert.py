@@ -24,15 +24,13 @@ from audiodeploy.program.mel import Fbank
 from audiodeploy.program.vocabulary import STANDARD_ENGLISH
 
 from ._speech_encoder import (
-    _PRETRAINING_SUFFIX,
     CTC_HEAD,
-    ENCODER_HEADS,
     SAMPLE_RATE,
     EncoderHead,
     _tokenizer_vocabulary,
+    head_of_checkpoint,
 )
 from ._transformers import load_pretrained, read_config, refuse_incomplete, transformers_class
-from .errors import WeightsError
 from .registry import Recipe, register
 from .spec import (
     CTC_LOGITS_OUTPUT,
@@ -170,27 +168,7 @@ class Wav2Vec2Bert(Recipe[Wav2Vec2BertArchitecture]):
     def checkpoint_head(self, config: dict[str, object], weights: str) -> EncoderHead:
         """The head of a checkpoint, from its config.json's ``architectures`` (CTC when it lists none), as
         `SpeechEncoderRecipe.checkpoint_head`."""
-        from ._transformers import transformers_class_exists
-
-        architectures = config.get("architectures") or []
-        if not isinstance(architectures, list) or not architectures:
-            return CTC_HEAD
-        prefix = self.transformers_class_prefix
-        for architecture in architectures:
-            if architecture == prefix + _PRETRAINING_SUFFIX:
-                return next(head for head in ENCODER_HEADS if head.name == "features")
-            for head in ENCODER_HEADS:
-                if architecture == prefix + head.class_suffix and transformers_class_exists(architecture):
-                    return head
-        supported = ", ".join(
-            prefix + head.class_suffix
-            for head in ENCODER_HEADS
-            if transformers_class_exists(prefix + head.class_suffix)
-        )
-        raise WeightsError(
-            f"weights '{weights}' hold a {', '.join(map(str, architectures))}, which audiodeploy does not export: "
-            f"it exports {supported}"
-        )
+        return head_of_checkpoint(config, weights, self.transformers_class_prefix)
 
     def _build(self, request: BuildRequest[Wav2Vec2BertArchitecture]) -> BuiltModel:
         import torch
