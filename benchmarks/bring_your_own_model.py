@@ -47,7 +47,7 @@ import traceback
 import warnings
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -150,12 +150,19 @@ class Length:
     unit: int = 1
     name: str = "frames"
 
+    @property
+    def fixed(self) -> bool:
+        """One length only: lowered without a Dim (a model that fixes its length, run in windows of it)."""
+        return self.low == self.high
+
     def dim(self) -> Any:
+        if self.fixed:
+            return None
         d = Dim(self.name, min=self.low, max=self.high)
         return d if self.unit == 1 else self.unit * d
 
     def describe(self) -> str:
-        span = f"{self.name} in [{self.low}, {self.high}]"
+        span = f"{self.name} = {self.low}" if self.fixed else f"{self.name} in [{self.low}, {self.high}]"
         return span if self.unit == 1 else f"{self.unit} * {span}"
 
 
@@ -197,9 +204,12 @@ class Case:
         return units * self.length.unit / self.sampling_rate
 
 
-def _waveform_length(hop: int, sampling_rate: int, example_s: float = 1.0, other_s: float = 3.5) -> Length:
-    """0.5-4 s in multiples of ``hop`` samples; the example about ``example_s``, the other about ``other_s``, odd."""
-    low, high = math.ceil(0.5 * sampling_rate / hop), math.floor(4 * sampling_rate / hop)
+def _waveform_length(
+    hop: int, sampling_rate: int, example_s: float = 1.0, other_s: float = 3.5, low_s: float = 0.5
+) -> Length:
+    """``low_s``-4 s in multiples of ``hop`` samples; the example about ``example_s``, the other about ``other_s``,
+    odd."""
+    low, high = math.ceil(low_s * sampling_rate / hop), math.floor(4 * sampling_rate / hop)
     other = round(other_s * sampling_rate / hop) | 1
     return Length(low, high, example=round(example_s * sampling_rate / hop), other=other, unit=hop)
 
@@ -214,6 +224,9 @@ SPEECH = _waveform_length(320, 16_000)  # 25-200 frames of 320 samples; 50 (1 s)
 FEATURES = Length(25, 200, example=50, other=175)  # Wav2Vec2-BERT's 50 feature frames a second
 VOCODER = Length(10, 100, example=50, other=87)
 
+ENCODEC_WINDOW = Length(38, 38, example=38, other=38, unit=320)
+"""Half a second at 24 kHz (38 frames of 320 samples), the codes' frames for decode: its LSTM fixes the length."""
+ENCODEC_WINDOW_NOTES = "at one window length: torch.export unrolls its nn.LSTM at the example's length"
 ENCODEC = {"hidden_size": 32, "num_filters": 8, "num_lstm_layers": 1, "target_bandwidths": [1.5]}  # 2 codebooks
 # Three encoder and decoder blocks of stride 8 instead of the published 2, 4, 8, 8: the same 512-sample hop, and each
 # lowering under a minute here (with four blocks, stock lowering took 57 s, most of it XNNPACK's preprocessing of its
@@ -282,13 +295,26 @@ def _ctc(name: str, config: dict[str, Any], notes: str = "", attention: bool = T
     )
 
 
-def _codec(name: str, config: dict[str, Any], call, hop: int, rate: int, codebooks: int, attention=False) -> Case:
+def _codec(
+    name: str,
+    config: dict[str, Any],
+    call,
+    hop: int,
+    rate: int,
+    codebooks: int,
+    attention=False,
+    example_s: float = 1.0,
+    low_s: float = 0.5,
+    notes: str = "",
+) -> Case:
     model_class, method = name.split(".")
     if method == "encode":
-        shape, length, kind = (1, 1, -1), _waveform_length(hop, rate), "waveform"
+        shape, length, kind = (1, 1, -1), _waveform_length(hop, rate, example_s, low_s=low_s), "waveform"
     else:
         shape, length, kind = (1, codebooks, -1), _codes_length(hop, rate), "codes"
-    return Case(name, "codec", model_class, config, call, shape, length, kind, attention, sampling_rate=rate)
+    return Case(
+        name, "codec", model_class, config, call, shape, length, kind, attention, sampling_rate=rate, notes=notes
+    )
 
 
 CASES: tuple[Case, ...] = (
@@ -319,9 +345,28 @@ CASES: tuple[Case, ...] = (
     ),
     _codec("EncodecModel.encode", ENCODEC, encodec_encode, hop=320, rate=24_000, codebooks=2),
     _codec("EncodecModel.decode", ENCODEC, encodec_decode, hop=320, rate=24_000, codebooks=2),
+    *(
+        replace(case, name=f"{case.name}-window", length=ENCODEC_WINDOW, notes=ENCODEC_WINDOW_NOTES)
+        for case in (
+            _codec("EncodecModel.encode", ENCODEC, encodec_encode, hop=320, rate=24_000, codebooks=2),
+            _codec("EncodecModel.decode", ENCODEC, encodec_decode, hop=320, rate=24_000, codebooks=2),
+        )
+    ),
     _codec("DacModel.encode", DAC, dac_encode, hop=512, rate=16_000, codebooks=2),
     _codec("DacModel.decode", DAC, dac_decode, hop=512, rate=16_000, codebooks=2),
-    _codec("MimiModel.encode", MIMI, mimi_encode, hop=1920, rate=24_000, codebooks=2, attention=True),
+    _codec(
+        "MimiModel.encode",
+        MIMI,
+        mimi_encode,
+        hop=1920,
+        rate=24_000,
+        codebooks=2,
+        attention=True,
+        example_s=3.0,
+        low_s=2.1,
+        # torch's cdist takes another algorithm for 25 rows or fewer, and export keeps the example's branch.
+        notes="exported from 3 s: torch.cdist branches on more than 25 frames, so the program holds above 2.08 s",
+    ),
     _codec("MimiModel.decode", MIMI, mimi_decode, hop=1920, rate=24_000, codebooks=2, attention=True),
     Case("SpeechT5HifiGan", "vocoder", "SpeechT5HifiGan", HIFIGAN, vocode, (1, -1, 80), VOCODER, "mel"),
     Case(
@@ -345,6 +390,19 @@ CASES: tuple[Case, ...] = (
         "mel",
         submodule="decoder",
         notes="the HiFi-GAN of VITS alone, on latent frames (batch, flow_size, frames)",
+    ),
+    Case(
+        "VitsModel.flow",
+        "vocoder",
+        "VitsModel",
+        VITS,
+        # As text-to-speech runs it, on one utterance: reversed, its padding mask all ones, made from the latents.
+        lambda flow, z: flow(z, torch.ones_like(z[:, :1]), global_conditioning=None, reverse=True),
+        (1, VITS["flow_size"], -1),
+        VOCODER,
+        "mel",
+        submodule="flow",
+        notes="VITS's flow reversed, on latent frames (batch, flow_size, frames), before the decoder",
     ),
     Case(
         "SeamlessM4THifiGan",
@@ -459,7 +517,7 @@ def measure_lowering(
     expected: dict[int, torch.Tensor],
 ) -> dict[str, Any]:
     example = inputs[case.length.example]
-    dynamic_shapes = ({case.axis: case.length.dim()},)
+    dynamic_shapes = None if case.length.fixed else ({case.axis: case.length.dim()},)
     start = time.perf_counter()
     printed = io.StringIO()
     try:

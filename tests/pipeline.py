@@ -20,6 +20,7 @@ from torch.export import ExportedProgram
 
 import audiodeploy
 from audiodeploy.lowering import LoweredProgram, MethodReport
+from audiodeploy.lowering.integer_constants import export_with_exact_integer_constants
 from audiodeploy.lowering.passes import rewrite_for_xnnpack
 from audiodeploy.lowering.passes.fold_computed_gemm_weights import (
     AppliedFold,
@@ -57,7 +58,7 @@ def assert_matches_eager(
 
 def export_aten(module: torch.nn.Module, inputs: tuple[torch.Tensor, ...], dynamic_shapes: Any = None):
     """The ATen program ``lower()`` starts from (before any rewrite)."""
-    return torch.export.export(module, inputs, dynamic_shapes=dynamic_shapes).run_decompositions({})
+    return export_with_exact_integer_constants(module, inputs, dynamic_shapes).run_decompositions({})
 
 
 def lower_and_compare(

@@ -6,10 +6,12 @@ It runs no program: :func:`lower` measures a quantized program through the calle
 
 from audiodeploy.lowering.pipeline import (
     DataDependentShapeError,
+    FixedSizeError,
     LoweredProgram,
     LoweringOptions,
     Method,
     ProgramRunner,
+    RecurrentLengthError,
     lower,
 )
 from audiodeploy.lowering.quantize import (
@@ -33,6 +35,7 @@ from audiodeploy.lowering.report import (
 __all__ = [
     "DataDependentShapeError",
     "DeclinedGemm",
+    "FixedSizeError",
     "Fold",
     "Fp32Gemm",
     "GemmSensitivity",
@@ -49,5 +52,6 @@ __all__ = [
     "QuantizationReport",
     "QuantizationScheme",
     "QuantizedMethod",
+    "RecurrentLengthError",
     "lower",
 ]

@@ -14,7 +14,9 @@ So the fold is applied to the exported ATen program, and the real partitioner
 then decides:
 
 1. ``torch.export`` each method (one whose sizes depend on its input's values is refused here,
-   :class:`DataDependentShapeError`), and (``LoweringOptions.rewrite``) apply the ATen-level rewrites
+   :class:`DataDependentShapeError`, and one that fixes a size left dynamic, :class:`FixedSizeError`); with
+   ``LoweringOptions.rewrite``, its 0-d integer tensors are taken as exact numbers, so that padding computed from
+   them follows the length (:mod:`~audiodeploy.lowering.integer_constants`), and the ATen-level rewrites
    of :data:`~audiodeploy.lowering.passes.XNNPACK_REWRITES`, which write the
    ops XNNPACK 1.5.1 declines (layer and group norm, means, unmasked SDPA and
    4-D attention matmuls, reshapes with symbolic sizes, a slice of a dynamic
@@ -53,6 +55,7 @@ import logging
 import os
 import re
 import tempfile
+import traceback
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -67,11 +70,12 @@ from executorch.exir import (
 )
 from executorch.exir.passes.init_mutable_pass import InitializedMutableBufferPass
 from torch.export import ExportedProgram
-from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols
+from torch.fx.experimental.symbolic_shapes import GuardOnDataDependentSymNode, free_unbacked_symbols
 from torch.utils import _pytree as pytree
 
 from audiodeploy._files import atomic_write_bytes
 from audiodeploy.errors import AudiodeployError
+from audiodeploy.lowering.integer_constants import export_with_exact_integer_constants
 from audiodeploy.lowering.partitioner import ExplainingXnnpackPartitioner
 from audiodeploy.lowering.passes import Rewritten, rewrite_for_xnnpack
 from audiodeploy.lowering.passes.fold_computed_gemm_weights import (
@@ -119,6 +123,15 @@ SymbolRanges = dict[Any, Any]
 
 class DataDependentShapeError(AudiodeployError, ValueError):
     """A method with a tensor whose size depends on the input's values, not only on the input's shape."""
+
+
+class FixedSizeError(AudiodeployError, ValueError):
+    """A method whose code fixes a size that its dynamic shapes leave free (a loop over the frames, a branch)."""
+
+
+class RecurrentLengthError(FixedSizeError):
+    """A method that runs a recurrent layer (``nn.LSTM``, ``nn.GRU``, ``nn.RNN``) over a dynamic length: ``torch.export``
+    unrolls it at the example's length, so it lowers at a fixed window length only."""
 
 
 @dataclass(frozen=True)
@@ -225,7 +238,9 @@ def lower(
             "one on audiodeploy.runtime)"
         )
     methods = _as_methods(program, example_inputs, dynamic_shapes)
-    exported = {name: _export(method) for name, method in methods.items()}
+    exported = {
+        name: _export(name, method, exact_integer_constants=bool(options.rewrite)) for name, method in methods.items()
+    }
     for name, ep in exported.items():
         _check_sizes_follow_from_shapes(name, ep)
     export_ranges = {name: export_symbol_ranges(ep) for name, ep in exported.items()}
@@ -255,12 +270,47 @@ def lower(
     return LoweredProgram(buffer, report, external_data)
 
 
-def _export(method: Method) -> ExportedProgram:
+def _export(name: str, method: Method, *, exact_integer_constants: bool) -> ExportedProgram:
+    """``torch.export`` one method; with ``exact_integer_constants``, sizes computed from 0-d integer tensors follow
+    the length (:mod:`~audiodeploy.lowering.integer_constants`), as stock export's do not.
+
+    Export stops at the first branch on a size only the input's values give (``GuardOnDataDependentSymNode``): that is
+    :class:`DataDependentShapeError` here too, at the model's line. A dynamic size the model's code fixes (a loop over
+    the frames, a branch the example takes) is :class:`FixedSizeError`.
+    """
+    export = export_with_exact_integer_constants if exact_integer_constants else torch.export.export
+    try:
+        exported = export(method.module, tuple(method.example_inputs), dynamic_shapes=method.dynamic_shapes)
+    except GuardOnDataDependentSymNode as error:
+        raise DataDependentShapeError(
+            f"{name}: the model branches at {_raising_line(error)} on a size that depends on the input's values, not "
+            "only on its shape, and export cannot follow it; compute that size from the input's shape, or split the "
+            "model there (audiodeploy.Method)"
+        ) from error
+    except torch._dynamo.exc.UserError as error:  # the public class of torch.export's constraint errors
+        if error.error_type is not torch._dynamo.exc.UserErrorType.CONSTRAINT_VIOLATION:
+            raise
+        _check_no_recurrence_over_dynamic_length(name, method, error)
+        # torch's first reason, without its advice on mark_dynamic, which is about torch.compile
+        violated = next((line.strip(" -") for line in str(error).splitlines()[1:] if line.strip()), str(error))
+        violated = violated.split(". ")[0].rstrip(".")
+        raise FixedSizeError(
+            f"{name}: the model fixes a size that dynamic_shapes leaves free ({violated}); lower it at a fixed "
+            "length and run it in windows, or change the model where it loops or branches on that size"
+        ) from error
     # run_decompositions({}) only functionalizes (in-place buffer updates become
     # BUFFER_MUTATION outputs); it is the same first step to_edge takes.
-    return torch.export.export(
-        method.module, tuple(method.example_inputs), dynamic_shapes=method.dynamic_shapes
-    ).run_decompositions({})
+    return exported.run_decompositions({})
+
+
+def _raising_line(error: BaseException) -> str:
+    """``file:line (`code`)`` of the innermost frame of ``error``'s traceback in the model's code, not torch's or the
+    lowering's own."""
+    frames = traceback.extract_tb(error.__traceback__)
+    ours = os.path.dirname(__file__) + os.sep
+    outside = [f for f in frames if not f.filename.startswith((_TORCH_SOURCES, ours))]
+    frame = outside[-1] if outside else frames[-1]
+    return f"{frame.filename}:{frame.lineno} (`{(frame.line or '').strip()}`)"
 
 
 def _check_sizes_follow_from_shapes(name: str, program: ExportedProgram) -> None:
@@ -284,6 +334,33 @@ def _check_sizes_follow_from_shapes(name: str, program: ExportedProgram) -> None
                 "model there: compute the data-dependent part on the host and lower the parts before and after it "
                 "as separate methods (audiodeploy.Method)"
             )
+
+
+_RECURRENT_OPS = frozenset(getattr(torch.ops.aten, op).input for op in ("lstm", "gru", "rnn_tanh", "rnn_relu"))
+
+
+def _check_no_recurrence_over_dynamic_length(name: str, method: Method, error: BaseException) -> None:
+    """Raise :class:`RecurrentLengthError` (from ``error``, export's constraint violation) if ``method`` runs a
+    recurrent layer; else return.
+
+    Export computes a recurrent op's value by unrolling it over the frames (torch's decomposition iterates over the
+    sequence), which fixes the length; the violation it reports names a size, not the layer. The method is exported
+    again at the example's shapes to find the op and the model's line, which only this failure pays for.
+    """
+    try:
+        program = torch.export.export(method.module, tuple(method.example_inputs))
+    except Exception:  # the violation's own error says more than this one would
+        return
+    node = next((n for n in program.graph.nodes if n.target in _RECURRENT_OPS), None)
+    if node is None:
+        return
+    steps = node.args[0].meta["val"].shape[1 if node.args[-1] else 0]  # the last argument is batch_first
+    raise RecurrentLengthError(
+        f"{name}: {node.target} at {_source_line(node)} runs a recurrent layer over the frames, which torch.export "
+        f"unrolls at the example's length ({steps} steps), so no program of it takes another length; lower it at a "
+        "fixed window length (no Dim on that axis, an example as long as the window) and run the input in windows "
+        "of that length"
+    ) from error
 
 
 # One frame of a node's stack_trace, as torch.export records it: the file, the line and, below, the code.

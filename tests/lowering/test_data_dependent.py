@@ -4,10 +4,11 @@ from pathlib import Path
 
 import pytest
 import torch
+from torch.export import Dim
 
 import audiodeploy
 from audiodeploy.errors import AudiodeployError
-from audiodeploy.lowering import DataDependentShapeError, LoweringOptions
+from audiodeploy.lowering import DataDependentShapeError, FixedSizeError, LoweringOptions
 
 
 class RepeatByCounts(torch.nn.Module):
@@ -20,6 +21,26 @@ class RepeatByCounts(torch.nn.Module):
     def forward(self, x, counts):
         frames = x.repeat_interleave(counts, dim=1)
         return self.linear(frames.transpose(1, 2).reshape(1, -1, 4))
+
+
+class PadByCount(torch.nn.Module):
+    """Padding by a count read from the input: export stops at the branch on it, not at an op of the graph."""
+
+    def forward(self, x):
+        count = (x > 0).sum()
+        if count > 3:
+            return x * 2.0
+        return x
+
+
+class LoopOverFrames(torch.nn.Module):
+    """A recurrence written as a Python loop over the frames: its length is fixed by the trace."""
+
+    def forward(self, x):
+        state = x[..., 0]
+        for frame in range(x.shape[-1]):
+            state = torch.tanh(state + x[..., frame])
+        return state
 
 
 class PositiveIndices(torch.nn.Module):
@@ -57,3 +78,25 @@ def test_nonzero_is_refused_with_its_line_in_one_line_for_the_command_line():
     # The command line prints an AudiodeployError's message as its one line, with its exit status.
     assert isinstance(error, AudiodeployError) and isinstance(error, ValueError)
     assert "\n" not in str(error) and error.exit_status == 2
+
+
+def test_a_branch_on_the_input_values_is_refused_at_the_model_line_not_inside_export():
+    with pytest.raises(DataDependentShapeError) as raised:
+        audiodeploy.lower(PadByCount().eval(), (torch.randn(1, 4, 16),))
+    message = str(raised.value)
+    assert message.startswith("forward: the model branches at /"), message
+    assert f"/{where('if count > 3:')} on a size that depends on the input's values" in message, message
+    assert "\n" not in message and raised.value.exit_status == 2
+
+
+def test_a_loop_over_a_dynamic_length_is_one_error_that_says_to_use_windows():
+    with pytest.raises(FixedSizeError) as raised:
+        audiodeploy.lower(
+            LoopOverFrames().eval(), (torch.randn(1, 4, 16),), dynamic_shapes=({2: Dim("frames", max=64)},)
+        )
+    message = str(raised.value)
+    assert message.startswith(
+        "forward: the model fixes a size that dynamic_shapes leaves free (You marked frames as dynamic but your code "
+        "specialized it to be a constant (16)); lower it"
+    ), message
+    assert "at a fixed length and run it in windows" in message and "\n" not in message, message

@@ -10,26 +10,38 @@ from dataclasses import dataclass
 
 from torch.export import ExportedProgram
 
+from audiodeploy.lowering.passes.argmax_as_max_pooling import ArgmaxAsMaxPoolingPass
 from audiodeploy.lowering.passes.attention_heads_as_batch import AttentionHeadsAsBatchPass
 from audiodeploy.lowering.passes.average_pooling_as_image import AveragePoolingAsImagePass
+from audiodeploy.lowering.passes.casts_after_data_movement import CastsAfterDataMovementPass
+from audiodeploy.lowering.passes.casts_before_data_movement import CastsBeforeDataMovementPass
 from audiodeploy.lowering.passes.cdist_as_gemm import CdistAsGemmPass
 from audiodeploy.lowering.passes.channel_selections_as_convolutions import ChannelSelectionsAsConvolutionsPass
+from audiodeploy.lowering.passes.clipped_relative_positions_as_one_hot_bmm import (
+    ClippedRelativePositionsAsOneHotBmmPass,
+)
 from audiodeploy.lowering.passes.concat_of_slices_as_linear import ConcatOfSlicesAsLinearPass
 from audiodeploy.lowering.passes.conv_chains_as_images import ConvChainsAsImagesPass
 from audiodeploy.lowering.passes.conv_tail_slice_as_padding import ConvTailSliceAsPaddingPass
 from audiodeploy.lowering.passes.decompose_normalization import DecomposeNormalizationPass
 from audiodeploy.lowering.passes.depthwise_transposed_conv_as_phases import DepthwiseTransposedConvAsPhasesPass
+from audiodeploy.lowering.passes.drop_aliases import DropAliasesPass
+from audiodeploy.lowering.passes.drop_arithmetic_with_neutral_fills import DropArithmeticWithNeutralFillsPass
 from audiodeploy.lowering.passes.drop_masks_that_mask_nothing import DropMasksThatMaskNothingPass
+from audiodeploy.lowering.passes.embedding_as_one_hot_gemm import EmbeddingAsOneHotGemmPass
 from audiodeploy.lowering.passes.erf_gelu_as_gelu import ErfGeluAsGeluPass
 from audiodeploy.lowering.passes.full_like_as_clamp import FullLikeAsClampPass
 from audiodeploy.lowering.passes.indexing_of_length_cut_constants import IndexingOfLengthCutConstantsPass
+from audiodeploy.lowering.passes.integer_scalars_as_floats import IntegerScalarsAsFloatsPass
 from audiodeploy.lowering.passes.inverse_stft_as_convolution import InverseStftAsConvolutionPass
 from audiodeploy.lowering.passes.length_only_values_as_constants import LengthOnlyValuesAsConstantsPass
 from audiodeploy.lowering.passes.location_variable_conv_as_bmm import LocationVariableConvAsBmmPass
+from audiodeploy.lowering.passes.lstm_as_steps import LstmAsStepsPass
 from audiodeploy.lowering.passes.parameter_only_values_as_constants import ParameterOnlyValuesAsConstantsPass
 from audiodeploy.lowering.passes.reflect_padding_as_concat import ReflectPaddingAsConcatPass
 from audiodeploy.lowering.passes.replicate_padding_as_concat import ReplicatePaddingAsConcatPass
 from audiodeploy.lowering.passes.sdpa_as_matmuls import SdpaAsMatmulsPass
+from audiodeploy.lowering.passes.size_min_max_as_executorch_prims import SizeMinMaxAsExecutorchPrimsPass
 from audiodeploy.lowering.passes.split_as_linears import SplitAsLinearsPass
 from audiodeploy.lowering.passes.squeeze_unsqueeze_pairs import SqueezeUnsqueezePairsPass
 from audiodeploy.lowering.passes.static_reshape import StaticReshapePass
@@ -41,7 +53,10 @@ from audiodeploy.lowering.passes.unpack_split_of_cat import UnpackSplitOfCatPass
 from audiodeploy.lowering.passes.vector_norm_as_sum_of_squares import VectorNormAsSumOfSquaresPass
 
 XNNPACK_REWRITES = (
+    SizeMinMaxAsExecutorchPrimsPass,  # sizes only; first, so the passes below read a size where one is known
     DropMasksThatMaskNothingPass,  # before the next: a mask that masks nothing is dropped, not stored
+    DropArithmeticWithNeutralFillsPass,  # before the fills are stored or clamped; frees convolutions to be cut
+    ClippedRelativePositionsAsOneHotBmmPass,  # before the next, which would store its [T, T, D] rows
     LengthOnlyValuesAsConstantsPass,  # what it replaces may hold reshapes the others would rewrite
     ParameterOnlyValuesAsConstantsPass,  # early: the rewrites below see its values as the constants they are
     IndexingOfLengthCutConstantsPass,  # after the two above, which cut constants to the length; before slice rewrites
@@ -49,6 +64,11 @@ XNNPACK_REWRITES = (
     FullLikeAsClampPass,  # after the passes above, which drop or store some fills whole; emits clamps
     ErfGeluAsGeluPass,  # emits gelu, which the conv chain passes below carry as one elementwise op
     CdistAsGemmPass,  # after the passes that store a computed codebook as a constant; emits linears
+    ArgmaxAsMaxPoolingPass,  # after it: searches its distances; emits views and casts the two below move and read
+    CastsAfterDataMovementPass,  # after it: moves the casts of its indices past views and stacks
+    EmbeddingAsOneHotGemmPass,  # after the two above: reads the float index, through the views they moved
+    CastsBeforeDataMovementPass,  # after it: moves the casts it puts on input codes up past their selections
+    DropAliasesPass,  # a detach or a whole-dimension slice is an alias_copy XNNPACK declines
     UnpackSplitOfCatPass,  # a packed bias split across GEMMs is computed; its pieces are not
     SplitAsLinearsPass,  # after it: a packed bias is unpacked where the linears are separate already
     LocationVariableConvAsBmmPass,  # emits convolutions (stride 1), permutes and reshapes the passes below tidy
@@ -69,6 +89,8 @@ XNNPACK_REWRITES = (
     ConvChainsAsImagesPass,  # after every rewrite that emits or matches a conv1d; emits unsqueezes and squeezes
     SqueezeUnsqueezePairsPass,  # after every rewrite that emits squeezes and unsqueezes
     TanhGeluAsTanhPass,  # after the two above, which carry a gelu along convolutions as one op, not its pieces
+    LstmAsStepsPass,  # late: its slices, cats and permutes are static; no pass after it takes them apart
+    IntegerScalarsAsFloatsPass,  # late: also the integer scalars the rewrites above emit
     StaticReshapePass,  # last: every reshape the others left or emitted
 )
 

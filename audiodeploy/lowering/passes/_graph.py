@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import math
 import operator
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -22,7 +23,7 @@ from torch._dispatch.python import enable_python_dispatcher
 from torch._guards import detect_fake_mode
 from torch.export import ExportedProgram
 from torch.export.graph_signature import InputKind
-from torch.fx.experimental.symbolic_shapes import free_symbols
+from torch.fx.experimental.symbolic_shapes import free_symbols, statically_known_true
 from torch.fx.passes.infra.pass_base import PassBase, PassResult
 from torch.utils import _pytree as pytree
 
@@ -198,10 +199,40 @@ def static_view_sizes(shape: Sequence[int | torch.SymInt]) -> list[int] | None:
 
 
 def replace_node(ep: ExportedProgram, node: torch.fx.Node, replacement: torch.fx.Node) -> None:
-    """Make every user of ``node`` (and the program's outputs) read ``replacement``; erase ``node``."""
+    """Make every user of ``node`` (and the program's outputs) read ``replacement``; erase ``node``.
+
+    The views of ``replacement`` get the layout they now have: the replacement has the shape of what it replaces,
+    not always its strides, and a ``view`` downstream is only valid on some layouts (see :func:`refresh_views`).
+    """
     node.replace_all_uses_with(replacement)
     ep.graph_signature.replace_all_uses(node.name, replacement.name)
     ep.graph.erase_node(node)
+    refresh_views(replacement)
+
+
+def refresh_views(node: torch.fx.Node) -> None:
+    """Recompute the fake value of every view of ``node`` (and views of those), from ``node``'s value as it is now.
+
+    A rewrite that computes a value another way (attention as matmuls) can lay it out otherwise than the op it
+    replaces; the transposes and views after it still carry the strides export recorded, and a pass that asks
+    whether a view of them is contiguous, or edge lowering's own view kernels, would be answered from the old
+    layout. Shapes are unchanged; only strides can differ.
+    """
+    pending = [user for user in node.users if _is_view_op(user)]
+    while pending:
+        view = pending.pop()
+        if not isinstance(view.meta.get("val"), torch.Tensor):
+            continue
+        try:
+            view.meta["val"] = fake_value(view.target, view.args, view.kwargs)
+        except (RuntimeError, ValueError):  # torch's view kernels raise either
+            # Not viewable on the new layout: the stale value stays, and StaticReshapePass copies before such a view.
+            continue
+        pending.extend(user for user in view.users if _is_view_op(user))
+
+
+def _is_view_op(node: torch.fx.Node) -> bool:
+    return node.op == "call_function" and isinstance(node.target, torch._ops.OpOverload) and node.target.is_view
 
 
 def replace_input(ep: ExportedProgram, user: torch.fx.Node, node: torch.fx.Node, replacement: torch.fx.Node) -> None:
@@ -455,3 +486,148 @@ class NodeRewritePass(ExportedProgramPass):
         if self._released:
             graph_module.recompile()
         return PassResult(graph_module, bool(self.rewritten))
+
+
+MOVES_ELEMENTS = frozenset(
+    {
+        aten.view.default,
+        aten.reshape.default,
+        aten.unsqueeze.default,
+        aten.squeeze.dim,
+        aten.squeeze.dims,
+        aten.permute.default,
+        aten.transpose.int,
+        aten.clone.default,
+        aten.select.int,
+        aten.slice.Tensor,
+    }
+)
+"""Ops that only move (or select) elements of their first argument and read no other tensor: an elementwise op
+such as a cast gives the same result before them as after."""
+
+
+class EdgePaddingAsConcatPass(NodeRewritePass):
+    """The shared form of the paddings that copy samples of the signal into its edges (reflect, replicate).
+
+    A subclass names its :attr:`mode` and ops, says which samples its edges copy at a static length
+    (:meth:`sliced_edges`), and gives the kernels that pick those samples out of a row of ones at a dynamic one
+    (:meth:`edge_kernels`); this class matches the padding, checks it, and builds ``cat([left, x, right])`` with
+    the edges either sliced or selected from the rows by one ``bmm`` with a one-hot selector ``S [1, T, l + r]``.
+    The selector comes from a row of ones as long as the signal (a convolution with zero weights and a bias of one,
+    so that it has the signal's dynamic length), cross-correlated with the kernels; one selector serves every
+    padding of the same length and amounts.
+    """
+
+    mode: ClassVar[str] = ""
+    """``aten.pad``'s mode that this pass rewrites."""
+
+    def __init__(self, exported_program: ExportedProgram) -> None:
+        super().__init__(exported_program)
+        # Per symbolic length: the row of ones; per (length, l, r): the selector S.
+        self._ones: dict[str, torch.fx.Node] = {}
+        self._selectors: dict[tuple[str, int, int], torch.fx.Node] = {}
+
+    def sliced_edges(
+        self, x: torch.fx.Node, length: int, left: int, right: int, *, origin: torch.fx.Node
+    ) -> tuple[list[torch.fx.Node], list[torch.fx.Node]]:
+        """The left and right edges of ``x`` at a static ``length``, each a list of nodes to concatenate."""
+        raise NotImplementedError
+
+    def edge_kernels(self, left: int, right: int) -> tuple[torch.Tensor, int]:
+        """``E [l + r, 1, K]`` and the zero padding P of the row of ones it is cross-correlated with: kernel ``j``
+        is one at the sample that edge position ``j`` copies, and zero at every other sample."""
+        raise NotImplementedError
+
+    def rewrite(self, node: torch.fx.Node) -> torch.fx.Node | Skip:
+        given = arguments(node)
+        x = given["input"]
+        padding = given["pad" if node.target == aten.pad.default else "padding"]
+        if node.target == aten.pad.default and given["mode"] != self.mode:
+            return Skip(f"not a {self.mode} padding")
+        val = value(x)
+        if val is None or val.dtype != torch.float32 or val.dim() < 2:
+            return Skip("not a float32 tensor of two or more dimensions")
+        if not (isinstance(padding, (list, tuple)) and len(padding) == 2 and all(isinstance(p, int) for p in padding)):
+            return Skip("it pads more than the last dimension, or by symbolic amounts")
+        left, right = padding
+        if left < 0 or right < 0:
+            return Skip("it crops (a negative padding)")
+        if not all(is_static(size) for size in val.shape[:-1]):
+            return Skip("a leading dimension is symbolic")
+        if left == right == 0:
+            return x
+        length = val.shape[-1]
+        if is_static(length):
+            edges = self.sliced_edges(x, int(length), left, right, origin=node)
+        else:
+            edges = self._selected_edges(x, left, right, origin=node)
+        return insert_op(self.graph, aten.cat.default, (edges[0] + [x] + edges[1], -1), origin=node)
+
+    def _selected_edges(
+        self, x: torch.fx.Node, left: int, right: int, *, origin: torch.fx.Node
+    ) -> tuple[list[torch.fx.Node], list[torch.fx.Node]]:
+        """The left and right padding selected from the rows of ``x`` by one matrix product."""
+        leading = [int(size) for size in tensor_of(x).shape[:-1]]
+        rows = math.prod(leading)
+        matrix = x if leading == [1, rows] else insert_reshape(self.graph, x, [1, rows, -1], origin=origin)
+        selector = self._selector(matrix, left, right, origin=origin)
+        selected = insert_op(self.graph, aten.bmm.default, (matrix, selector), origin=origin)
+        if leading != [1, rows]:
+            selected = insert_reshape(self.graph, selected, [*leading, left + right], origin=origin)
+        parts: list[list[torch.fx.Node]] = []
+        for start, stop in ((0, left), (left, left + right)):
+            if start == stop:
+                parts.append([])
+            else:
+                parts.append([insert_op(self.graph, aten.slice.Tensor, (selected, -1, start, stop), origin=origin)])
+        return parts[0], parts[1]
+
+    def _selector(self, matrix: torch.fx.Node, left: int, right: int, *, origin: torch.fx.Node) -> torch.fx.Node:
+        """``S [1, T, l + r]``: each edge position's one-hot column over the samples."""
+        size: Any = tensor_of(matrix).shape[-1]
+        key = str(size.node.expr) if isinstance(size, torch.SymInt) else str(size)
+        if (key, left, right) in self._selectors:
+            return self._selectors[key, left, right]
+        ones = self._ones.get(key)
+        if ones is None:
+            rows = int(tensor_of(matrix).shape[1])
+            zeros = torch.zeros(1, rows, 1)
+            zeros_node = add_constant(self.exported_program, self.graph, f"{self.mode}_padding_zeros", zeros)
+            one = add_constant(self.exported_program, self.graph, f"{self.mode}_padding_bias", torch.ones(1))
+            ones = insert_op(self.graph, aten.conv1d.default, (matrix, zeros_node, one), origin=origin)
+            self._ones[key] = ones
+        kernels, pad = self.edge_kernels(left, right)
+        weight = add_constant(self.exported_program, self.graph, f"{self.mode}_padding_selector", kernels)
+        one_hot = insert_op(self.graph, aten.conv1d.default, (ones, weight, None, [1], [pad]), origin=origin)
+        selector = insert_op(self.graph, aten.permute.default, (one_hot, [0, 2, 1]), origin=origin)
+        self._selectors[key, left, right] = selector
+        return selector
+
+
+FLOAT32_EXACT_INTEGERS = 2**24
+"""Every integer up to this magnitude is exact as a float32, and so is integer arithmetic that stays below it."""
+
+
+FILL_VALUES: dict[Any, Callable[[dict[str, Any]], Any]] = {
+    aten.zeros.default: lambda given: 0,
+    aten.zeros_like.default: lambda given: 0,
+    aten.new_zeros.default: lambda given: 0,
+    aten.ones.default: lambda given: 1,
+    aten.ones_like.default: lambda given: 1,
+    aten.new_ones.default: lambda given: 1,
+    aten.full.default: lambda given: given["fill_value"],
+    aten.full_like.default: lambda given: given["fill_value"],
+    aten.new_full.default: lambda given: given["fill_value"],
+    aten.scalar_tensor.default: lambda given: given["s"],
+}
+"""Ops that fill a tensor with one number, and that number read from their arguments (:func:`arguments`) by name."""
+
+
+def same_shape(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Whether two (fake) tensors have the same sizes at every length, symbolic sizes compared without a guard."""
+    return a.dim() == b.dim() and all(statically_known_true(m == n) for m, n in zip(a.shape, b.shape))
+
+
+def same_value_type(a: Any, b: Any) -> bool:
+    """Whether two (fake) tensors have one dtype and the same sizes at every length (see :func:`same_shape`)."""
+    return isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and a.dtype == b.dtype and same_shape(a, b)

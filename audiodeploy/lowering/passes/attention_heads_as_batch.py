@@ -34,7 +34,8 @@ the ops that leave dimension 0 alone: ``transpose``/``permute`` not moving it,
 reshape to the shape it already has,
 and arithmetic with a Python scalar or with another such 4-D tensor (an attention
 mask added to the scores, and what computes it). A tensor entering the region is
-reshaped without its leading 1, except a constant, which is stored without it; a
+reshaped without its leading 1, except a constant, which is stored without it, and an
+``unsqueeze(x, 0)``, whose ``x`` is read as it is; a
 result leaving it goes to a reshape, or is given its leading 1 back. The pass leaves a
 region as it is, and does nothing on a program without one (no 4-D matmul, or a
 batch larger than one), when one of those reshapes would need two sizes that
@@ -132,7 +133,10 @@ class AttentionHeadsAsBatchPass(NodeRewritePass):
         constant_entries = {e for e in entries if e in self.constants}
         exits = {n: [u for u in n.users if u not in region] for n in order}
         # Plan every reshape first: the region is rewritten whole or not at all.
-        entry_sizes = {e: static_view_sizes(tensor_of(e).shape[1:]) for e in entries - constant_entries}
+        already_3d = {e: source for e in entries if (source := _without_leading_one(e)) is not None}
+        entry_sizes = {
+            e: static_view_sizes(tensor_of(e).shape[1:]) for e in entries - constant_entries - already_3d.keys()
+        }
         exit_sizes = {
             n: static_view_sizes(tensor_of(n).shape)
             for n, users in exits.items()
@@ -149,6 +153,8 @@ class AttentionHeadsAsBatchPass(NodeRewritePass):
                     if entry in constant_entries and entry not in squeezed:
                         self.release_constant(entry)  # what was read as 4-D is now stored as 3-D
                         squeezed[entry] = add_constant(ep, graph, f"{entry.name}_3d", self.constants[entry].squeeze(0))
+                    elif entry in already_3d:
+                        squeezed[entry] = already_3d[entry]
                     elif entry in entries and entry not in squeezed:
                         squeezed[entry] = insert_reshape(graph, _reshape_source(entry), sizes[entry], origin=entry)
                 squeezed[node] = _squeezed_op(graph, node, squeezed)
@@ -183,6 +189,15 @@ def _grow_region(seed: torch.fx.Node, claimed: set[torch.fx.Node]) -> set[torch.
                 region.add(other)
                 stack.append(other)
     return region
+
+
+def _without_leading_one(entry: torch.fx.Node) -> torch.fx.Node | None:
+    """The 3-D tensor that ``entry`` only gave a leading 1 (an ``unsqueeze(x, 0)``), to be read as it is: a reshape
+    into the region would need two sizes that depend on the input where ``x`` has two already."""
+    if entry.target != aten.unsqueeze.default or entry.args[1] not in (0, -4):
+        return None
+    source = entry.args[0]
+    return source if isinstance(source, torch.fx.Node) and value(source) is not None else None
 
 
 def _reshape_source(entry: torch.fx.Node) -> torch.fx.Node:

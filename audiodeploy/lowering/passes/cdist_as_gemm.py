@@ -16,9 +16,8 @@ squares of ``x`` (a linear with a ``[1, D]`` weight of ones), all delegated::
     x [.., M, D] ─┬─ linear(-2 c, bias |c|^2) ─────────┐
                   └─ mul(x, x) ── linear(ones [1, D]) ─┴─ add ── clamp(min=0) ── sqrt ── [.., M, K]
 
-The ``argmin`` (or ``max(..).indices``) that picks the code stays one portable
-op after the delegate: XNNPACK 1.5.1 has no argmin or argmax, and delegates
-``max.dim`` only when nothing reads its indices. The expanded form (the same
+The ``argmin`` (or ``max(..).indices``) that picks the code, which XNNPACK
+1.5.1 does not delegate, is :mod:`.argmax_as_max_pooling`'s. The expanded form (the same
 sum written out in the model) needs no rewrite: its codebook norms are constants
 the earlier passes store, and its matrix product has a constant weight.
 

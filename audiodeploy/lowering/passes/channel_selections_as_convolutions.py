@@ -15,7 +15,7 @@ forms::
 
     x [N, C, T] ── split([h, C - h], 1) ── getitem(k) ──          (or flip([1]), x[:, a:b], glu(1))
 
-    after, x is a convolution with constant weights that only such selections read
+    after, x is a convolution with constant or weight-normed weights that only such selections read
 
     x_in ── conv1d(W[i_0, i_1, ...], b[i_0, i_1, ...]) ──          (one per piece; the convolution itself is dropped)
 
@@ -25,13 +25,21 @@ forms::
 
 and a GLU is then ``a * sigmoid(b)`` of its two halves. The first form computes
 exactly what the convolution computed, channel for channel, for no extra work
-(VITS's ``conv_post`` split into mean and log-scale). The second multiplies by
-zeros and ones: exact for finite values (a non-finite value in one channel
-makes its ``0 *`` terms NaN in every picked channel at that sample), at ``C``
-multiply-adds per output element, which is small next to the convolutions a
-signal of ``C`` channels goes through, and what a delegate boundary costs to
-avoid. A flip of a flip's output, a split of a flip's, and so on, are the first
-form again: each 1x1 convolution this pass writes has constant weights.
+(VITS's ``conv_post`` split into mean and log-scale, its WaveNet's gate halves,
+residual and skip halves). A weight norm along dim 0 (``weight_norm``'s default,
+as on VITS's WaveNet convolutions) normalizes each output channel apart, so rows
+of ``_weight_norm(v, g, 0)`` are ``_weight_norm(v[rows], g[rows], 0)``, bit for
+bit: each piece gets its own, which the fold folds and reports as any other.
+The second multiplies by zeros and ones: exact for finite values (a non-finite
+value in one channel makes its ``0 *`` terms NaN in every picked channel at that
+sample), at ``C`` multiply-adds per output element, which is small next to the
+convolutions a signal of ``C`` channels goes through, and what a delegate
+boundary costs to avoid. A flip of a flip's output, a split of a flip's, and so
+on, are the first form again: each 1x1 convolution this pass writes has constant
+weights.
+
+A flip of dimensions of one entry only (the channels of a mono signal, a batch
+of one) returns its input, whatever the tensor: it is dropped.
 
 A split of a tensor whose sizes are all fixed (a program exported for one
 length) becomes slices instead, along any dimension: XNNPACK slices a static
@@ -84,6 +92,8 @@ class ChannelSelectionsAsConvolutionsPass(NodeRewritePass):
         """The constants this pass wrote (its convolutions' weights and biases), with their values."""
 
     def rewrite(self, node: torch.fx.Node) -> torch.fx.Node | dict[torch.fx.Node, torch.fx.Node] | Skip:
+        if node.target == aten.flip.default and _flips_nothing(node):
+            return arguments(node)["input"]
         if node.target in (aten.split.Tensor, aten.split_with_sizes.default) and _is_static_tensor(node.args[0]):
             return _split_as_slices(self.graph, node)
         selection = _selection(node)
@@ -108,12 +118,8 @@ class ChannelSelectionsAsConvolutionsPass(NodeRewritePass):
         if conv is not None:
             given = arguments(conv)
             rows = list(channels)
-            weight = self._constant(f"{x.name}_weight", self._value(given["weight"])[rows])
-            self.release_constant(given["weight"])
-            bias = None
-            if given["bias"] is not None:
-                bias = self._constant(f"{x.name}_bias", self._value(given["bias"])[rows])
-                self.release_constant(given["bias"])
+            weight = self._rows(given["weight"], rows, f"{x.name}_weight", origin=conv)
+            bias = None if given["bias"] is None else self._rows(given["bias"], rows, f"{x.name}_bias", origin=conv)
             args = (given["input"], weight, bias, given["stride"], given["padding"], given["dilation"], 1)
             return insert_op(self.graph, conv.target, args, origin=conv)
         one_hot = torch.zeros(len(channels), _channels(x), 1)
@@ -128,9 +134,9 @@ class ChannelSelectionsAsConvolutionsPass(NodeRewritePass):
         if x.op != "call_function" or x.target != aten.conv1d.default:
             return None
         given = arguments(x)
-        if given["groups"] != 1 or given["weight"] not in self._constants_and_written:
+        if given["groups"] != 1 or not self._has_rows(given["weight"]):
             return None
-        if given["bias"] is not None and given["bias"] not in self._constants_and_written:
+        if given["bias"] is not None and not self._has_rows(given["bias"]):
             return None
         # A selection left as it is, or written as slices, would still read x: cutting x would compute it twice.
         if not all(_becomes_convolutions(user) for user in x.users):
@@ -141,8 +147,22 @@ class ChannelSelectionsAsConvolutionsPass(NodeRewritePass):
     def _constants_and_written(self) -> dict[torch.fx.Node, torch.Tensor]:
         return self.constants | self._written
 
-    def _value(self, constant: torch.fx.Node) -> torch.Tensor:
-        return self._constants_and_written[constant]
+    def _has_rows(self, tensor: torch.fx.Node) -> bool:
+        """Whether :meth:`_rows` can pick rows of ``tensor``, a convolution's weight or bias read by it alone."""
+        if tensor in self._constants_and_written:
+            return True
+        norm = _weight_norm_of(tensor)
+        return norm is not None and all(part in self._constants_and_written for part in norm)
+
+    def _rows(self, tensor: torch.fx.Node, rows: list[int], name: str, *, origin: torch.fx.Node) -> torch.fx.Node:
+        """Rows ``rows`` of ``tensor``: a constant's, stored; a weight norm's, the weight norm of its direction's
+        and magnitude's rows (left for the fold to fold and report)."""
+        norm = _weight_norm_of(tensor)
+        if norm is None:
+            self.release_constant(tensor)
+            return self._constant(name, self._constants_and_written[tensor][rows])
+        direction, magnitude = (self._rows(part, rows, f"{part.name}_rows", origin=origin) for part in norm)
+        return insert_op(self.graph, aten._weight_norm.default, (direction, magnitude, 0), origin=origin)
 
     def _constant(self, name: str, data: torch.Tensor) -> torch.fx.Node:
         node = add_constant(self.exported_program, self.graph, name, data)
@@ -215,6 +235,27 @@ def _split_as_slices(graph: torch.fx.Graph, node: torch.fx.Node) -> dict[torch.f
         start = sum(sizes[:index])
         replacements[user] = insert_op(graph, aten.slice.Tensor, (x, dim, start, start + sizes[index]), origin=node)
     return replacements
+
+
+def _weight_norm_of(tensor: torch.fx.Node) -> tuple[torch.fx.Node, torch.fx.Node] | None:
+    """``(v, g)`` of ``tensor = _weight_norm(v, g, 0)`` read by one node only (its convolution); else None.
+
+    Along dim 0 each row is normalized apart: rows of the weight norm are the weight norm of the rows.
+    """
+    if tensor.op != "call_function" or tensor.target != aten._weight_norm.default or len(tensor.users) != 1:
+        return None
+    given = arguments(tensor)
+    direction, magnitude = given["v"], given["g"]
+    if given["dim"] != 0 or not isinstance(direction, torch.fx.Node) or not isinstance(magnitude, torch.fx.Node):
+        return None
+    return direction, magnitude
+
+
+def _flips_nothing(flip: torch.fx.Node) -> bool:
+    """Whether every dimension ``flip`` reverses has one entry, at every length: it returns its input."""
+    given = arguments(flip)
+    val = value(given["input"])
+    return val is not None and all(is_static(val.shape[d]) and val.shape[d] == 1 for d in given["dims"])
 
 
 def _is_static_tensor(node: object) -> bool:

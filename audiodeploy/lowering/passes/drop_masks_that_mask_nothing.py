@@ -33,8 +33,9 @@ it is
 
 - the ``attn_mask`` of an sdpa: all-true (boolean) or all-zero (float);
 - added to the scores a softmax reads (``add``): all-zero;
-- the condition of a ``where`` a softmax reads: all-true (the scores are selected) or all-false (the other operand);
-- the mask of a ``masked_fill`` a softmax reads: all-false.
+- the condition of a ``where``, wherever it is read: all-true (the first operand is selected) or all-false (the
+  other operand);
+- the mask of a ``masked_fill``, wherever it is read: all-false.
 
 Why this is safe: the pass proves it rather than samples it. It computes, for every value the mask is computed
 from, a lower and an upper bound on its elements, as expressions of the program's size symbols: ``arange(n)``
@@ -72,12 +73,14 @@ import torch
 from torch.utils._sympy.value_ranges import bound_sympy
 
 from audiodeploy.lowering.passes._graph import (
+    FILL_VALUES,
     NodeRewritePass,
     Skip,
     ancestors,
     arguments,
     fake_value,
     insert_op,
+    same_value_type,
     value,
 )
 
@@ -115,18 +118,6 @@ _SAME_ELEMENTS = frozenset(
 )
 """Ops whose output elements are elements of their first argument."""
 
-_FILLED = {
-    aten.zeros.default: lambda given: 0,
-    aten.zeros_like.default: lambda given: 0,
-    aten.new_zeros.default: lambda given: 0,
-    aten.ones.default: lambda given: 1,
-    aten.ones_like.default: lambda given: 1,
-    aten.new_ones.default: lambda given: 1,
-    aten.full.default: lambda given: given["fill_value"],
-    aten.full_like.default: lambda given: given["fill_value"],
-    aten.new_full.default: lambda given: given["fill_value"],
-    aten.scalar_tensor.default: lambda given: given["s"],
-}
 """Ops that fill a tensor with one number (read from their arguments by name); a tensor argument lends its shape."""
 
 _ARANGE = frozenset({aten.arange.default, aten.arange.start, aten.arange.start_step})
@@ -197,8 +188,9 @@ class DropMasksThatMaskNothingPass(NodeRewritePass):
     targets = frozenset({_SDPA, aten.add.Tensor, *_WHERE, *_MASKED_FILL})
 
     def candidates(self) -> list[torch.fx.Node]:
-        """Each sdpa with a mask, and each ``add``, ``where`` or ``masked_fill`` a softmax reads (attention scores
-        and their mask); other adds and selections are not attention masks and are not looked at."""
+        """Each sdpa with a mask, each ``add`` a softmax reads (attention scores and their mask), and each ``where``
+        and ``masked_fill``: dropping an all-true selection is exact wherever it is read, as in an sdpa's float mask
+        of position scores that a length-only padding mask selects (Wav2Vec2-BERT); other adds are not looked at."""
         self._ranges = {
             symbol: bounds
             for symbol, bounds in self.exported_program.range_constraints.items()
@@ -208,7 +200,11 @@ class DropMasksThatMaskNothingPass(NodeRewritePass):
         return [
             node
             for node in super().candidates()
-            if (arguments(node)["attn_mask"] is not None if node.target is _SDPA else _read_by_softmax(node))
+            if (
+                arguments(node)["attn_mask"] is not None
+                if node.target is _SDPA
+                else node.target in _WHERE or node.target in _MASKED_FILL or _read_by_softmax(node)
+            )
         ]
 
     def rewrite(self, node: torch.fx.Node) -> torch.fx.Node | Skip:
@@ -229,7 +225,7 @@ class DropMasksThatMaskNothingPass(NodeRewritePass):
             return Skip(f"its attn_mask {proof}")
         args = (*node.args[:3], None, *node.args[4:])
         kwargs = {key: arg for key, arg in node.kwargs.items() if key != "attn_mask"}
-        if not _same_value_type(fake_value(_SDPA, args, kwargs), value(node)):
+        if not same_value_type(fake_value(_SDPA, args, kwargs), value(node)):
             return Skip("without its attn_mask the attention's result would have another shape (the mask broadcasts)")
         return insert_op(self.graph, _SDPA, args, kwargs, origin=node)
 
@@ -245,7 +241,7 @@ class DropMasksThatMaskNothingPass(NodeRewritePass):
                 reasons.append(f"{dropped.name} {proof}")
             elif dropped is first and given["alpha"] != 1:
                 reasons.append(f"{dropped.name} is all-zero, but the other operand is scaled by alpha")
-            elif not _same_value_type(value(kept), value(node)):
+            elif not same_value_type(value(kept), value(node)):
                 reasons.append(f"{dropped.name} is all-zero, but it broadcasts or promotes the sum")
             elif not all(user.target in _SOFTMAX for user in node.users):
                 reasons.append(f"{dropped.name} is all-zero, but the sum is read by something other than a softmax")
@@ -271,7 +267,7 @@ class DropMasksThatMaskNothingPass(NodeRewritePass):
 
     @staticmethod
     def _replacement(node: torch.fx.Node, kept: Any, what: str) -> torch.fx.Node | Skip:
-        if not isinstance(kept, torch.fx.Node) or not _same_value_type(value(kept), value(node)):
+        if not isinstance(kept, torch.fx.Node) or not same_value_type(value(kept), value(node)):
             return Skip(f"{what} is not a tensor of the result's shape and dtype")
         return kept
 
@@ -344,8 +340,8 @@ class DropMasksThatMaskNothingPass(NodeRewritePass):
         target, args = node.target, node.args
         if target in _SAME_ELEMENTS:
             return self._bounds_of(args[0])
-        if target in _FILLED:
-            return self._cast(self._bounds_of(_FILLED[target](arguments(node))), out.dtype)
+        if target in FILL_VALUES:
+            return self._cast(self._bounds_of(FILL_VALUES[target](arguments(node))), out.dtype)
         if target in _ARANGE:
             return self._arange(node, out.dtype)
         if target in _COMPARISONS:
@@ -580,13 +576,6 @@ def _dtype(arg: Any) -> torch.dtype | None:
 def _is_float(node: torch.fx.Node) -> bool:
     dtype = _dtype(node)
     return dtype is not None and dtype.is_floating_point
-
-
-def _same_value_type(a: Any, b: Any) -> bool:
-    """Whether two (fake) tensors have the same dtype and the same sizes, symbolic ones as expressions."""
-    if not isinstance(a, torch.Tensor) or not isinstance(b, torch.Tensor) or a.dtype != b.dtype or a.dim() != b.dim():
-        return False
-    return all(_expr(x) == _expr(y) for x, y in zip(a.shape, b.shape))
 
 
 def _expr(number: Any) -> sympy.Expr:

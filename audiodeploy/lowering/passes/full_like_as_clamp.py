@@ -35,9 +35,8 @@ from __future__ import annotations
 import math
 
 import torch
-from torch.fx.experimental.symbolic_shapes import statically_known_true
 
-from audiodeploy.lowering.passes._graph import NodeRewritePass, Skip, arguments, insert_op, value
+from audiodeploy.lowering.passes._graph import NodeRewritePass, Skip, arguments, insert_op, same_shape, value
 
 aten = torch.ops.aten
 
@@ -69,11 +68,6 @@ class FullLikeAsClampPass(NodeRewritePass):
         memory_format = given.get("memory_format")
         if memory_format not in (None, torch.preserve_format) and not val.is_contiguous(memory_format=memory_format):
             return Skip(f"asks for {memory_format}, which its input is not in")
-        if node.target not in _SHAPED_LIKE_INPUT and not _same_shape(result, val):
+        if node.target not in _SHAPED_LIKE_INPUT and not same_shape(result, val):
             return Skip("the shape it asks for is not its input's")
         return insert_op(self.graph, aten.clamp.default, (x, float(fill), float(fill)), origin=node)
-
-
-def _same_shape(a: torch.Tensor, b: torch.Tensor) -> bool:
-    """Whether two (fake) tensors have the same sizes for every length, symbolic sizes compared without a guard."""
-    return a.dim() == b.dim() and all(statically_known_true(m == n) for m, n in zip(a.shape, b.shape))

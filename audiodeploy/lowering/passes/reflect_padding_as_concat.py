@@ -51,60 +51,18 @@ float32 tensor whose leading dimensions are fixed.
 
 from __future__ import annotations
 
-import math
-from typing import Any
-
 import torch
 
-from audiodeploy.lowering.passes._graph import (
-    NodeRewritePass,
-    Skip,
-    add_constant,
-    arguments,
-    insert_op,
-    insert_reshape,
-    is_static,
-    value,
-)
+from audiodeploy.lowering.passes._graph import EdgePaddingAsConcatPass, insert_op
 
 aten = torch.ops.aten
 
 
-class ReflectPaddingAsConcatPass(NodeRewritePass):
+class ReflectPaddingAsConcatPass(EdgePaddingAsConcatPass):
     targets = frozenset({aten.pad.default, aten.reflection_pad1d.default})
+    mode = "reflect"
 
-    def __init__(self, exported_program: torch.export.ExportedProgram) -> None:
-        super().__init__(exported_program)
-        # Per symbolic length: the row of ones; per (length, l, r): the selector S.
-        self._ones: dict[str, torch.fx.Node] = {}
-        self._selectors: dict[tuple[str, int, int], torch.fx.Node] = {}
-
-    def rewrite(self, node: torch.fx.Node) -> torch.fx.Node | Skip:
-        given = arguments(node)
-        x = given["input"]
-        padding = given["pad" if node.target == aten.pad.default else "padding"]
-        if node.target == aten.pad.default and given["mode"] != "reflect":
-            return Skip("not a reflect padding")
-        val = value(x)
-        if val is None or val.dtype != torch.float32 or val.dim() < 2:
-            return Skip("not a float32 tensor of two or more dimensions")
-        if not (isinstance(padding, (list, tuple)) and len(padding) == 2 and all(isinstance(p, int) for p in padding)):
-            return Skip("it pads more than the last dimension, or by symbolic amounts")
-        left, right = padding
-        if left < 0 or right < 0:
-            return Skip("it crops (a negative padding)")
-        if not all(is_static(size) for size in val.shape[:-1]):
-            return Skip("a leading dimension is symbolic")
-        if left == right == 0:
-            return x
-        length = val.shape[-1]
-        if is_static(length):
-            edges = self._sliced_edges(x, int(length), left, right, origin=node)
-        else:
-            edges = self._selected_edges(x, left, right, origin=node)
-        return insert_op(self.graph, aten.cat.default, (edges[0] + [x] + edges[1], -1), origin=node)
-
-    def _sliced_edges(
+    def sliced_edges(
         self, x: torch.fx.Node, length: int, left: int, right: int, *, origin: torch.fx.Node
     ) -> tuple[list[torch.fx.Node], list[torch.fx.Node]]:
         """The left and right padding as static slices of one sample each, in reflected order."""
@@ -115,47 +73,8 @@ class ReflectPaddingAsConcatPass(NodeRewritePass):
             [insert_op(self.graph, aten.slice.Tensor, (x, -1, s, s + 1), origin=origin) for s in right_samples],
         )
 
-    def _selected_edges(
-        self, x: torch.fx.Node, left: int, right: int, *, origin: torch.fx.Node
-    ) -> tuple[list[torch.fx.Node], list[torch.fx.Node]]:
-        """The left and right padding selected from the rows of ``x`` by one matrix product."""
-        val = value(x)
-        assert val is not None
-        leading = [int(size) for size in val.shape[:-1]]
-        rows = math.prod(leading)
-        matrix = x if leading == [1, rows] else insert_reshape(self.graph, x, [1, rows, -1], origin=origin)
-        selector = self._selector(matrix, left, right, origin=origin)
-        selected = insert_op(self.graph, aten.bmm.default, (matrix, selector), origin=origin)
-        if leading != [1, rows]:
-            selected = insert_reshape(self.graph, selected, [*leading, left + right], origin=origin)
-        parts: list[list[torch.fx.Node]] = []
-        for start, stop in ((0, left), (left, left + right)):
-            if start == stop:
-                parts.append([])
-            else:
-                parts.append([insert_op(self.graph, aten.slice.Tensor, (selected, -1, start, stop), origin=origin)])
-        return parts[0], parts[1]
-
-    def _selector(self, matrix: torch.fx.Node, left: int, right: int, *, origin: torch.fx.Node) -> torch.fx.Node:
-        """``S [1, T, l + r]``: the reflected samples' one-hot columns (see the module)."""
-        key = _length_key(matrix)
-        if (key, left, right) in self._selectors:
-            return self._selectors[key, left, right]
-        ones = self._ones.get(key)
-        if ones is None:
-            rows = _size(matrix, 1)
-            zeros = add_constant(self.exported_program, self.graph, "reflect_padding_zeros", torch.zeros(1, rows, 1))
-            one = add_constant(self.exported_program, self.graph, "reflect_padding_bias", torch.ones(1))
-            ones = insert_op(self.graph, aten.conv1d.default, (matrix, zeros, one), origin=origin)
-            self._ones[key] = ones
-        weight = add_constant(
-            self.exported_program, self.graph, "reflect_padding_selector", reflected_sample_kernels(left, right)
-        )
-        pad = max(left, right) + 1
-        one_hot = insert_op(self.graph, aten.conv1d.default, (ones, weight, None, [1], [pad]), origin=origin)
-        selector = insert_op(self.graph, aten.permute.default, (one_hot, [0, 2, 1]), origin=origin)
-        self._selectors[key, left, right] = selector
-        return selector
+    def edge_kernels(self, left: int, right: int) -> tuple[torch.Tensor, int]:
+        return reflected_sample_kernels(left, right), max(left, right) + 1
 
 
 def reflected_sample_kernels(left: int, right: int) -> torch.Tensor:
@@ -172,17 +91,3 @@ def reflected_sample_kernels(left: int, right: int) -> torch.Tensor:
         kernels[left + j, 0, pad + k] = 1.0
         kernels[left + j, 0, pad + k + 1] = -1.0
     return kernels
-
-
-def _length_key(node: torch.fx.Node) -> str:
-    """The symbolic length of ``node``'s last dimension, as a key that equal lengths share."""
-    val = value(node)
-    assert val is not None
-    size: Any = val.shape[-1]
-    return str(size.node.expr) if isinstance(size, torch.SymInt) else str(size)
-
-
-def _size(node: torch.fx.Node, dim: int) -> int:
-    val = value(node)
-    assert val is not None
-    return int(val.shape[dim])

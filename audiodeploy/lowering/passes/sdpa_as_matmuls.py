@@ -21,11 +21,15 @@ with ``scale = 1 / sqrt(head dim)`` unless given, which
 
 The bookkeeping exists for one case: a row whose scores are all ``-inf`` gives
 zeros instead of softmax's NaN. Only a mask holding ``-inf`` makes such a row, so
-a float mask is taken only when it is computed from data that cannot hold one:
-finite constants, and outputs of bounded ops (``sigmoid``, ``tanh``, ``softmax``),
-through ops none of which has an infinite argument (``masked_fill(-inf)``,
-``full(-inf)``). A mask read from a user input, directly or through arithmetic,
-is left alone.
+a float mask is taken only when it is computed from data that holds none: finite
+constants, outputs of bounded ops (``sigmoid``, ``tanh``, ``softmax``), and the
+model's activations, the outputs of its GEMMs and convolutions (position scores a
+query computes, as Wav2Vec2-BERT's are), through ops none of which has an
+infinite argument (``masked_fill(-inf)``, ``full(-inf)``). A GEMM of finite values
+can still overflow; a row of the mask that overflowed to ``-inf`` in every
+element, which takes activations beyond 1e38, is the one place the result would
+differ from sdpa's (NaN, where sdpa gives zeros). A mask read from a user input
+without a GEMM between, which may hold ``-inf`` by design, is left alone.
 
 The pass leaves an attention as it is, and does nothing on a program without one,
 when its mask is boolean or may hold an infinity, when it has dropout,
@@ -56,6 +60,18 @@ from audiodeploy.lowering.passes._graph import (
 aten = torch.ops.aten
 
 _BOUNDED = {aten.sigmoid.default, aten.tanh.default, aten.softmax.int, aten._softmax.default}
+_ACTIVATIONS = {
+    aten.linear.default,
+    aten.matmul.default,
+    aten.mm.default,
+    aten.bmm.default,
+    aten.addmm.default,
+    aten.einsum.default,
+    aten.conv1d.default,
+    aten.conv2d.default,
+    aten.convolution.default,
+}
+"""Ops whose output is the model's activation: finite for finite operands, unless a product overflows."""
 
 
 class SdpaAsMatmulsPass(NodeRewritePass):
@@ -82,14 +98,16 @@ class SdpaAsMatmulsPass(NodeRewritePass):
         return insert_op(self.graph, aten.matmul.default, (weights, v), origin=node)
 
     def _is_finite_float_mask(self, mask: torch.fx.Node) -> bool:
-        """A float32 mask computed from finite constants and bounded ops' outputs, without infinite arguments."""
+        """A float32 mask computed from finite constants, activations and bounded ops' outputs, without infinite
+        arguments."""
         if value(mask) is None or tensor_of(mask).dtype != torch.float32:
             return False
         sources = self._constants
 
         def carries_data(n: torch.fx.Node) -> bool:
-            # A size read from a tensor carries none of its data; a bounded op's output is finite.
-            return n.op != "placeholder" and value(n) is not None and n.target not in _BOUNDED
+            # A size read from a tensor carries none of its data; a bounded op's output is finite, and so is an
+            # activation (see the module docstring).
+            return n.op != "placeholder" and value(n) is not None and n.target not in _BOUNDED | _ACTIVATIONS
 
         for node in ancestors([mask], expand=carries_data):
             if node.op == "placeholder":

@@ -24,9 +24,11 @@ input already has (e.g. WavLM's ``view(bias, [-1, n, n])`` of an ``[H, n, n]``
 bias, which no single inferred size could express). The output shape is unchanged;
 the ``sym_size`` reads that only fed reshapes disappear.
 
-The pass leaves a reshape as it is when its output has two or more sizes that
-depend on the input length (no single inferred size can express it), and does
-nothing on a program whose reshapes all take integer sizes and that has no
+A ``view`` with integer sizes is left as it is, unless a rewrite before this one
+gave its input a layout that the view cannot view (then it gets its contiguous
+``clone``, as above). The pass leaves a reshape as it is when its output has two
+or more sizes that depend on the input length (no single inferred size can
+express it), and does nothing on a program whose reshapes all take integer sizes and that has no
 ``squeeze`` or ``unsqueeze``.
 """
 
@@ -51,8 +53,21 @@ class StaticReshapePass(NodeRewritePass):
         if list(source.shape) == list(out.shape):
             return node.args[0]  # a reshape to the shape its input already has
         if node.target in _VIEWS and all(isinstance(size, int) for size in node.args[1]):
-            return Skip("its sizes are integers already")
+            if node.target != aten.view.default or _viewable(source, node.args[1]):
+                return Skip("its sizes are integers already")
+            # A rewrite before this one changed its input's layout (attention as matmuls lays out heads unlike
+            # PyTorch's attention kernel): the view export wrote no longer views it, and edge lowering would fail.
+            return insert_reshape(self.graph, node.args[0], list(node.args[1]), origin=node)
         sizes = static_view_sizes(out.shape)
         if sizes is None:
             return Skip("two or more of its output sizes depend on the input length")
         return insert_reshape(self.graph, node.args[0], sizes, origin=node)
+
+
+def _viewable(source: torch.Tensor, sizes: list[int]) -> bool:
+    """Whether ``view(source, sizes)`` is possible on ``source``'s layout (its fake value's strides)."""
+    try:
+        source.view(sizes)
+    except (RuntimeError, ValueError):  # torch's view kernels raise either
+        return False
+    return True

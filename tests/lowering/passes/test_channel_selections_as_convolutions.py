@@ -121,3 +121,68 @@ def test_leaves_a_static_channel_slice_to_xnnpack():
     rewrite = ChannelSelectionsAsConvolutionsPass(ep)
     rewrite(ep.graph_module)
     assert "the tensor's shape is static: XNNPACK slices it" in {reason for _, reason in rewrite.skipped}
+
+
+class GatedWeightNormLayer(torch.nn.Module):
+    """A layer of VITS's WaveNet: convolutions with weight norm whose outputs are picked in halves, the gate's tanh
+    and sigmoid halves and the residual and skip halves."""
+
+    def __init__(self, channels: int = 4) -> None:
+        super().__init__()
+        weight_norm = torch.nn.utils.parametrizations.weight_norm
+        self.channels = channels
+        self.gate = weight_norm(torch.nn.Conv1d(channels, 2 * channels, 3, padding=1))
+        self.res_skip = weight_norm(torch.nn.Conv1d(channels, 2 * channels, 1))
+
+    def forward(self, x):
+        gate = self.gate(x)
+        acts = torch.tanh(gate[:, : self.channels]) * torch.sigmoid(gate[:, self.channels :])
+        res_skip = self.res_skip(acts)
+        return torch.cat([x + res_skip[:, : self.channels], res_skip[:, self.channels :]], 1)
+
+
+def test_fp32_halves_of_weight_normed_convolutions_are_the_convolutions_cut_each_folded():
+    torch.manual_seed(0)
+    cases = [(torch.randn(1, 4, n),) for n in (20, 4, 64)]
+    # Each convolution cut in two, each piece with its own weight norm, which the fold folds: no selection.
+    rewritten = assert_rewrites(
+        GatedWeightNormLayer().eval(),
+        cases,
+        REWRITE,
+        SELECTIONS_LEFT | {"aten._weight_norm.default": 0},
+        dynamic_shapes=({2: FRAMES},),
+        atol=1e-6,
+    )
+    assert convolutions(rewritten.program) == len(rewritten.folds) == 4
+    assert [n.name for n in rewritten.program.graph.nodes if n.op == "placeholder" and not n.users] == []
+
+
+def test_fp32_weight_normed_gated_layer_over_dynamic_length_is_one_delegate_with_its_pieces_folded():
+    torch.manual_seed(0)
+    cases = [(torch.randn(1, 4, n),) for n in (20, 4, 64)]
+    stock, report = lower_stock_and_rewritten(
+        GatedWeightNormLayer().eval(), cases[0], REWRITE, dynamic_shapes=({2: FRAMES},), also_run=cases[1:]
+    )
+    assert stock.ops_outside_delegates["aten.slice_copy"] == 4, stock
+    assert len(report.folds) == 4, report.folds
+
+
+class FlipsOfOneEntry(torch.nn.Module):
+    """Flips of dimensions of one entry: the channels of a mono signal, a batch of one, a 4-D image's row."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = torch.nn.Conv1d(1, 4, 3, padding=1)
+
+    def forward(self, x):
+        y = self.conv(torch.flip(x, [1]))
+        return torch.flip(y, [0]) * 2.0 + torch.flip(x.unsqueeze(2), [1, -2]).squeeze(2)
+
+
+def test_fp32_flips_of_dimensions_of_one_entry_are_dropped():
+    cases = [(torch.randn(1, 1, n),) for n in (20, 4, 64)]
+    stock, _ = lower_stock_and_rewritten(
+        FlipsOfOneEntry().eval(), cases[0], REWRITE, dynamic_shapes=({2: FRAMES},), also_run=cases[1:]
+    )
+    assert stock.ops_outside_delegates["aten.flip"] == 3, stock
+    assert_rewrites(FlipsOfOneEntry().eval(), cases, REWRITE, {"aten.flip.default": 0}, dynamic_shapes=({2: FRAMES},))

@@ -44,7 +44,8 @@ def all_true_at_both_ends(frames: int) -> torch.Tensor:
 class MaskedAttention(torch.nn.Module):
     """Self-attention over features ``[1, T, 32]`` (4 heads) with the boolean mask ``keep(T)`` applied as
     transformers' implementations apply it: ``sdpa`` (its ``attn_mask``), ``add`` (eager: zeros and
-    ``finfo.min`` added to the scores), or on the scores with ``where`` or ``masked_fill``."""
+    ``finfo.min`` added to the scores), on the scores with ``where`` or ``masked_fill``, or selecting position
+    scores for sdpa's float mask (``sdpa-bias``)."""
 
     def __init__(self, how: str, keep: Callable[[int], torch.Tensor] = nothing_masked) -> None:
         super().__init__()
@@ -58,6 +59,10 @@ class MaskedAttention(torch.nn.Module):
         keep = self.keep(frames)
         if self.how == "sdpa":
             out = F.scaled_dot_product_attention(q, k, v, attn_mask=keep)
+        elif self.how == "sdpa-bias":  # a float mask of position scores, where keep selects them (Wav2Vec2-BERT)
+            bias = torch.matmul(q, q.transpose(2, 3)) * 0.1
+            mask = torch.where(keep, bias, torch.finfo(torch.float32).min)
+            out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
         else:
             scores = torch.matmul(q, k.transpose(2, 3)) * 8**-0.5
             if self.how == "add":
@@ -84,6 +89,14 @@ def test_fp32_a_mask_that_masks_nothing_is_dropped_from_eager_attention(how):
     result = assert_rewrites(module, cases, PASS, dict.fromkeys(MASK_OPS, 0), dynamic_shapes=DYNAMIC)
     # Nothing of the mask is stored either: no constant of the longest length squared.
     assert max(c.numel() for c in result.program.constants.values()) < ATTENTION_FRAMES.max**2
+
+
+def test_fp32_a_selection_by_a_mask_that_masks_nothing_is_dropped_where_it_is_not_read_by_a_softmax():
+    """The ``where`` makes sdpa's float mask, not the scores a softmax reads: its first operand is selected."""
+    torch.manual_seed(0)
+    module = MaskedAttention("sdpa-bias").eval()
+    cases = [(torch.randn(1, 20, 32),), *attention_ends()]
+    assert_rewrites(module, cases, PASS, dict.fromkeys(MASK_OPS, 0), dynamic_shapes=DYNAMIC)
 
 
 def test_fp32_at_one_length_the_mask_is_dropped_too():

@@ -104,3 +104,20 @@ def test_does_nothing_on_a_float_mask_that_may_hold_negative_infinity():
     ):
         ep = export_aten(module, inputs)
         assert not SdpaAsMatmulsPass(ep)(ep.graph_module).modified, module
+
+
+class PositionScoresMaskAttention(torch.nn.Module):
+    """A float mask of scores the queries compute (Wav2Vec2-BERT's relative positions): activations, finite."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.positions = torch.nn.Linear(8, 6)
+
+    def forward(self, q):
+        return F.scaled_dot_product_attention(q, q, q, attn_mask=self.positions(q) * 0.5)
+
+
+def test_fp32_sdpa_with_a_mask_of_activations_is_matmuls():
+    cases = [(torch.randn(1, 2, 6, 8),)]
+    counts = {"aten.scaled_dot_product_attention.default": 0, "aten.softmax.int": 1}
+    assert_rewrites(PositionScoresMaskAttention().eval(), cases, "SdpaAsMatmulsPass", counts)

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import torch
+import torch.nn.functional as F
 from torch.export import Dim
 
 from audiodeploy.lowering.passes.static_reshape import StaticReshapePass
-from tests.pipeline import assert_rewrites, export_aten, lower_stock_and_rewritten
+from tests.lowering.passes.modules import ATTENTION_FRAMES
+from tests.pipeline import assert_rewrites, export_aten, lower_and_compare, lower_stock_and_rewritten
 
 FRAMES = Dim("frames", min=8, max=64)
 
@@ -86,3 +88,34 @@ def test_fp32_reshape_to_the_same_shape_is_dropped():
     cases = [(torch.randn(2, n, n),) for n in (10, 4, 32)]
     dynamic = ({1: square, 2: square},)
     assert_rewrites(ReshapeToOwnShape(), cases, "StaticReshapePass", {"aten.view.default": 0}, dynamic_shapes=dynamic)
+
+
+class HeadsInnerAttention(torch.nn.Module):
+    """torchaudio's layout: heads split by a view of [1, T, H, D], attended with a float mask computed from the
+    input, merged back by a view. Export writes the merge as a ``view`` of the layout PyTorch's CPU attention returns;
+    attention as matmuls lays its output out otherwise, and that view no longer views it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.qkv = torch.nn.Linear(32, 96)
+
+    def forward(self, x):
+        frames = x.shape[1]
+        q, k, v = (t.view(1, frames, 2, 16).transpose(2, 1) for t in self.qkv(x).chunk(3, -1))
+        mask = torch.tanh(x[..., :1]) * torch.tanh(x[..., 1:2]).transpose(1, 2)
+        out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask[:, None])
+        return out.transpose(1, 2).reshape(1, -1, 32)
+
+
+def test_a_view_whose_input_a_rewrite_laid_out_anew_gets_a_copy_first():
+    """Before, edge lowering failed: "Cannot view a tensor with shape [1, s27, 2, 16] and strides (32*s27, 16,
+    16*s27, 1) as a tensor with shape (1, s27, 32)"."""
+    torch.manual_seed(0)
+    module = HeadsInnerAttention().eval()
+    report = lower_and_compare(
+        module,
+        (torch.randn(1, 20, 32),),
+        dynamic_shapes=({1: ATTENTION_FRAMES},),
+        also_run=[(torch.randn(1, n, 32),) for n in (8, 64)],
+    )
+    assert {"SdpaAsMatmulsPass", "StaticReshapePass"} <= set(report.rewrites), report.rewrites

@@ -1,0 +1,120 @@
+"""Write ``min`` and ``max`` of two sizes as the one they always are, or in the integer ops ExecuTorch takes.
+
+``min(a.size(-1), b.size(-1))`` on two dynamic sizes (SEW's positional embedding cut to the pooled length) exports
+as a call of ``torch.sym_min``. ExecuTorch 1.5.1 has a size op for it: ``to_executorch`` maps ``torch.sym_min``
+and ``torch.sym_max`` to ``executorch_prim`` ops. But that happens after edge lowering, and the edge verifier
+before it takes a Python function as an op only if it is named ``alloc`` (and the ATen verifier refuses the
+``executorch_prim`` op itself), so ``to_edge`` stops on an ``AssertionError``, in stock lowering too::
+
+    before                                      after, where a <= b for every length the export allows
+
+    sym_size(a) ─┐                              sym_size(a) ── slice
+                 ├─ torch.sym_min ── slice
+    sym_size(b) ─┘                              else, with M >= |a - b| over the export's ranges:
+
+                                                take_b = (a - b + M) // (M + 1)      0 or 1: whether b < a
+                                                min = a - (a - b) * take_b            (max: b + (a - b) * take_b)
+
+The second form is exact integer arithmetic for every pair whose difference is within M, which the export's
+upper bounds of the two sizes give; it uses only ``sub``, ``add``, ``mul`` and ``floordiv``, which the verifiers
+and ExecuTorch's runtime take. The pass leaves a call whose operands are not integer sizes, or whose sizes have no
+finite upper bound (their export left the maximum open); it does nothing on a program without ``torch.sym_min``
+or ``torch.sym_max``.
+"""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Callable
+from typing import Any
+
+import sympy
+import torch
+from torch.fx.experimental.symbolic_shapes import statically_known_true
+from torch.utils._sympy.numbers import int_oo
+from torch.utils._sympy.value_ranges import bound_sympy
+
+from audiodeploy.lowering.passes._graph import NodeRewritePass, Skip
+
+_ALWAYS_FIRST: dict[Any, Callable[[Any, Any], Any]] = {
+    torch.sym_min: operator.le,
+    torch.sym_max: operator.ge,
+}
+"""For each op, the relation under which it returns its first operand."""
+
+
+class SizeMinMaxAsExecutorchPrimsPass(NodeRewritePass):
+    targets = frozenset(_ALWAYS_FIRST)
+
+    def rewrite(self, node: torch.fx.Node) -> torch.fx.Node | Skip:
+        if len(node.args) != 2 or node.kwargs:
+            return Skip("not a call on two operands")
+        first, second = node.args
+        values = [x.meta.get("val") if isinstance(x, torch.fx.Node) else x for x in (first, second)]
+        if not all(isinstance(v, (int, torch.SymInt)) for v in values):
+            return Skip("an operand is not an integer size")
+        returns_first = _ALWAYS_FIRST[node.target]
+        for chosen, (a, b) in ((first, values), (second, values[::-1])):
+            if isinstance(chosen, torch.fx.Node) and _always(returns_first, a, b):
+                return chosen
+        bounds = [_upper_bound(v) for v in values]
+        if any(bound is None for bound in bounds):
+            return Skip("a size with no finite upper bound: no integer form is exact for all of them")
+        spread = sum(bound for bound in bounds if bound is not None)  # sizes are >= 0, so |a - b| <= the sum
+        difference = self._size_op(operator.sub, first, second, node)
+        take_second = self._size_op(
+            operator.floordiv, self._size_op(operator.add, difference, spread, node), spread + 1, node
+        )
+        step = self._size_op(operator.mul, difference, take_second, node)
+        if node.target is torch.sym_min:
+            return self._size_op(operator.sub, first, step, node)
+        return self._size_op(operator.add, second, step, node)
+
+    def _size_op(self, op: Callable[[Any, Any], Any], x: Any, y: Any, origin: torch.fx.Node) -> torch.fx.Node:
+        """``op(x, y)`` on sizes (nodes or ints), with the symbolic value it has."""
+        new = self.graph.call_function(op, (x, y))
+        new.meta.update({key: item for key, item in origin.meta.items() if key != "val"})
+        new.meta["val"] = op(*(v.meta["val"] if isinstance(v, torch.fx.Node) else v for v in (x, y)))
+        return new
+
+
+_MOST_LENGTHS_TRIED = 4096
+"""Sizes of one symbol with at most this many values in the export's range are compared at each of them."""
+
+
+def _always(relation: Callable[[Any, Any], Any], a: int | torch.SymInt, b: int | torch.SymInt) -> bool:
+    """Whether ``relation(a, b)`` holds for every length the export allows.
+
+    Sympy proves it for most sizes; two floor divisions of one length (``(T - 1) // 2`` and ``(T - 3) // 2 + 1``,
+    equal for every T) it cannot relate, and those are compared at each length of the range where it is short.
+    """
+    if statically_known_true(relation(a, b)):
+        return True
+    expressions = [x.node.expr if isinstance(x, torch.SymInt) else sympy.Integer(x) for x in (a, b)]
+    symbols = set().union(*(e.free_symbols for e in expressions))
+    if len(symbols) != 1:
+        return False
+    (symbol,) = symbols
+    shape_env = next(x.node.shape_env for x in (a, b) if isinstance(x, torch.SymInt))
+    span = shape_env.var_to_range.get(symbol)
+    if span is None or not (_finite(span.lower) and _finite(span.upper)):
+        return False
+    low, high = int(span.lower), int(span.upper)
+    if high - low >= _MOST_LENGTHS_TRIED:
+        return False
+    return all(
+        bool(relation(*(e.xreplace({symbol: sympy.Integer(n)}) for e in expressions))) for n in range(low, high + 1)
+    )
+
+
+def _upper_bound(size: int | torch.SymInt) -> int | None:
+    """The largest value ``size`` takes over the export's ranges, or None if it has no finite one."""
+    if isinstance(size, int):
+        return size
+    upper = bound_sympy(size.node.expr, size.node.shape_env.var_to_range).upper
+    return int(upper) if _finite(upper) else None
+
+
+def _finite(bound: sympy.Expr) -> bool:
+    """Whether a range's bound is a number: torch writes an open end as its own ``int_oo``, which sympy calls finite."""
+    return bool(bound.is_Integer) and bound not in (int_oo, -int_oo)
