@@ -224,10 +224,15 @@ def refresh_views(node: torch.fx.Node) -> None:
         if not isinstance(view.meta.get("val"), torch.Tensor):
             continue
         try:
-            view.meta["val"] = fake_value(view.target, view.args, view.kwargs)
+            refreshed = fake_value(view.target, view.args, view.kwargs)
         except (RuntimeError, ValueError):  # torch's view kernels raise either
             # Not viewable on the new layout: the stale value stays, and StaticReshapePass copies before such a view.
             continue
+        if not (isinstance(refreshed, torch.Tensor) and same_shape(refreshed, view.meta["val"])):
+            # Sizes written another way (a size the view reads was replaced by an equal one sympy cannot relate,
+            # and an inferred -1 became a quotient it cannot simplify): the recorded shape is the one to keep.
+            continue
+        view.meta["val"] = refreshed
         pending.extend(user for user in view.users if _is_view_op(user))
 
 
