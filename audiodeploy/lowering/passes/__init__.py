@@ -41,7 +41,7 @@ from audiodeploy.lowering.passes.parameter_only_values_as_constants import Param
 from audiodeploy.lowering.passes.reflect_padding_as_concat import ReflectPaddingAsConcatPass
 from audiodeploy.lowering.passes.replicate_padding_as_concat import ReplicatePaddingAsConcatPass
 from audiodeploy.lowering.passes.sdpa_as_matmuls import SdpaAsMatmulsPass
-from audiodeploy.lowering.passes.size_min_max_as_executorch_prims import SizeMinMaxAsExecutorchPrimsPass
+from audiodeploy.lowering.passes.size_min_max_as_arithmetic import SizeMinMaxAsArithmeticPass
 from audiodeploy.lowering.passes.split_as_linears import SplitAsLinearsPass
 from audiodeploy.lowering.passes.squeeze_unsqueeze_pairs import SqueezeUnsqueezePairsPass
 from audiodeploy.lowering.passes.static_reshape import StaticReshapePass
@@ -53,7 +53,7 @@ from audiodeploy.lowering.passes.unpack_split_of_cat import UnpackSplitOfCatPass
 from audiodeploy.lowering.passes.vector_norm_as_sum_of_squares import VectorNormAsSumOfSquaresPass
 
 XNNPACK_REWRITES = (
-    SizeMinMaxAsExecutorchPrimsPass,  # sizes only; first, so the passes below read a size where one is known
+    SizeMinMaxAsArithmeticPass,  # sizes only; first, so the passes below read a size where one is known
     DropMasksThatMaskNothingPass,  # before the next: a mask that masks nothing is dropped, not stored
     DropArithmeticWithNeutralFillsPass,  # before the fills are stored or clamped; frees convolutions to be cut
     ClippedRelativePositionsAsOneHotBmmPass,  # before the next, which would store its [T, T, D] rows

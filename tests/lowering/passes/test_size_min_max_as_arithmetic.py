@@ -11,7 +11,7 @@ import torch
 from torch.export import Dim
 
 import audiodeploy
-from audiodeploy.lowering.passes.size_min_max_as_executorch_prims import SizeMinMaxAsExecutorchPrimsPass
+from audiodeploy.lowering.passes.size_min_max_as_arithmetic import SizeMinMaxAsArithmeticPass
 from tests.pipeline import assert_matches_eager, export_aten
 
 
@@ -39,7 +39,7 @@ def test_a_min_and_max_of_independent_lengths_are_exact_for_every_pair():
     module = OverlapOfTwo()
     shapes = ({2: Dim("a", min=2, max=64)}, {2: Dim("b", min=2, max=64)})
     lowered = audiodeploy.lower(module, (torch.randn(1, 4, 10), torch.randn(1, 4, 12)), dynamic_shapes=shapes)
-    assert "SizeMinMaxAsExecutorchPrimsPass" in lowered.report.methods["forward"].rewrites
+    assert "SizeMinMaxAsArithmeticPass" in lowered.report.methods["forward"].rewrites
     for a, b in ((2, 64), (64, 2), (33, 33), (7, 8), (9, 3)):
         assert_matches_eager(lowered, module, (torch.randn(1, 4, a), torch.randn(1, 4, b)))
 
@@ -48,7 +48,7 @@ def test_a_size_with_no_upper_bound_is_left_with_its_reason():
     program = export_aten(
         OverlapOfTwo(), (torch.randn(1, 4, 10), torch.randn(1, 4, 12)), ({2: Dim("a")}, {2: Dim("b")})
     )
-    rewrite = SizeMinMaxAsExecutorchPrimsPass(program)
+    rewrite = SizeMinMaxAsArithmeticPass(program)
     rewrite(program.graph_module)
     assert [reason for _, reason in rewrite.skipped] == [
         "a size with no finite upper bound: no integer form is exact for all of them"

@@ -43,7 +43,7 @@ _ALWAYS_FIRST: dict[Any, Callable[[Any, Any], Any]] = {
 """For each op, the relation under which it returns its first operand."""
 
 
-class SizeMinMaxAsExecutorchPrimsPass(NodeRewritePass):
+class SizeMinMaxAsArithmeticPass(NodeRewritePass):
     targets = frozenset(_ALWAYS_FIRST)
 
     def rewrite(self, node: torch.fx.Node) -> torch.fx.Node | Skip:
