@@ -10,9 +10,9 @@ from audiodeploy import recipes
 from audiodeploy.recipes._vocoder import count_parametrized_convolutions
 from tests.recipes.helpers import assert_exports_like_eager, weight_norm_on_parameters
 
-# conv_pre, conv_post, and in each of 3 blocks: convt_pre, 4 location-variable residual convolutions, and the
-# kernel predictor's input conv, 3 residual blocks of 2 convs, kernel conv and bias conv.
-CONVOLUTIONS = 2 + 3 * (1 + 4 + 1 + 3 * 2 + 2)
+# conv_pre, conv_post, and in each of 3 blocks: convt_pre, 2 location-variable residual convolutions (c32: 4), and
+# the kernel predictor's input conv, 1 residual block of 2 convs (c32: 3), kernel conv and bias conv.
+CONVOLUTIONS = 2 + 3 * (1 + 2 + 1 + 1 * 2 + 2)
 
 
 def test_tiny_fp32_builds_and_exports_like_eager():
