@@ -13,6 +13,7 @@ from torch.export import ExportedProgram
 from audiodeploy.lowering.passes.argmax_as_max_pooling import ArgmaxAsMaxPoolingPass
 from audiodeploy.lowering.passes.attention_heads_as_batch import AttentionHeadsAsBatchPass
 from audiodeploy.lowering.passes.average_pooling_as_image import AveragePoolingAsImagePass
+from audiodeploy.lowering.passes.banded_masks_as_arithmetic import BandedMasksAsArithmeticPass
 from audiodeploy.lowering.passes.casts_after_data_movement import CastsAfterDataMovementPass
 from audiodeploy.lowering.passes.casts_before_data_movement import CastsBeforeDataMovementPass
 from audiodeploy.lowering.passes.cdist_as_gemm import CdistAsGemmPass
@@ -55,6 +56,7 @@ from audiodeploy.lowering.passes.vector_norm_as_sum_of_squares import VectorNorm
 XNNPACK_REWRITES = (
     SizeMinMaxAsArithmeticPass,  # sizes only; first, so the passes below read a size where one is known
     DropMasksThatMaskNothingPass,  # before the next: a mask that masks nothing is dropped, not stored
+    BandedMasksAsArithmeticPass,  # after it; before the next, which stores the positions it computes from
     DropArithmeticWithNeutralFillsPass,  # before the fills are stored or clamped; frees convolutions to be cut
     ClippedRelativePositionsAsOneHotBmmPass,  # before the next, which would store its [T, T, D] rows
     LengthOnlyValuesAsConstantsPass,  # what it replaces may hold reshapes the others would rewrite

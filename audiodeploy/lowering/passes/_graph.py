@@ -14,8 +14,9 @@ import math
 import operator
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, ClassVar, TypeAlias
+from typing import Any, ClassVar, TypeAlias, TypeVar
 
+import sympy
 import torch
 from executorch.backends.transforms.utils import create_constant_placeholder, delete_constant_placeholder
 from executorch.exir.passes.constant_prop_pass import get_constant_placeholder_dict
@@ -43,11 +44,12 @@ def insert_op(
 ) -> torch.fx.Node:
     """Insert ``target(*args, **kwargs)`` at the graph's insertion point, with its fake value.
 
-    ``origin`` is the node being rewritten: the new node says it comes from there.
+    ``origin`` is the node being rewritten: the new node says it comes from there (and an op that reads no tensor,
+    an ``arange`` of a size, computes its fake value in the fake mode of ``origin``'s).
     """
     kwargs = kwargs or {}
     node = graph.call_function(target, args, kwargs)
-    node.meta["val"] = fake_value(target, args, kwargs)
+    node.meta["val"] = fake_value(target, args, kwargs, like=origin)
     for key in _PROVENANCE:
         if key in origin.meta:
             node.meta[key] = origin.meta[key]
@@ -66,10 +68,17 @@ def insert_reshape(graph: torch.fx.Graph, x: torch.fx.Node, sizes: list, *, orig
     return insert_op(graph, aten.view.default, (x, sizes), origin=origin)
 
 
-def fake_value(target: torch._ops.OpOverload, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-    """The value ``target`` gives on the fake values of its argument nodes."""
+def fake_value(
+    target: torch._ops.OpOverload, args: tuple[Any, ...], kwargs: dict[str, Any], *, like: torch.fx.Node | None = None
+) -> Any:
+    """The value ``target`` gives on the fake values of its argument nodes (in the fake mode of ``like``'s value
+    when they hold no tensor)."""
     args, kwargs = torch.fx.map_arg((args, kwargs), lambda n: n.meta["val"])
-    mode = detect_fake_mode(pytree.tree_leaves((args, kwargs)))
+    leaves = pytree.tree_leaves((args, kwargs))
+    mode = detect_fake_mode(leaves)
+    if mode is None and isinstance(target, torch._ops.OpOverload) and like is not None:
+        # A tensor op of sizes alone (arange): outside a fake mode it would compute on the sizes' example values.
+        mode = detect_fake_mode(pytree.tree_leaves(like.meta.get("val")))
     if mode is None:  # integer math on sizes: symbolic sizes compute themselves
         return target(*args, **kwargs)
     env = mode.shape_env
@@ -636,3 +645,85 @@ def same_shape(a: torch.Tensor, b: torch.Tensor) -> bool:
 def same_value_type(a: Any, b: Any) -> bool:
     """Whether two (fake) tensors have one dtype and the same sizes at every length (see :func:`same_shape`)."""
     return isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and a.dtype == b.dtype and same_shape(a, b)
+
+
+def computed_at_sizes(node: torch.fx.Node, nodes: list[torch.fx.Node], at: Mapping[Any, int]) -> torch.Tensor:
+    """``node`` computed with PyTorch from ``nodes`` (its computation, in graph order, sources included) with the size
+    symbols at the values ``at``: a value computed from the length alone, at one length. A node outside ``nodes``
+    that is read is a size (computed from ``at``) or a tensor read only for its shape (``full_like``: zeros)."""
+
+    def concrete(size: Any) -> int:
+        return int(sympy.sympify(size.node.expr if isinstance(size, torch.SymInt) else size).subs(at))
+
+    values: dict[torch.fx.Node, Any] = {}
+
+    def read(arg: torch.fx.Node) -> Any:
+        if arg in values:
+            return values[arg]
+        val = arg.meta.get("val")
+        if isinstance(val, (int, torch.SymInt)):  # a size (an expand's, an arange's end)
+            return concrete(val)
+        if not isinstance(val, torch.Tensor):
+            raise ValueError(f"{arg.name} has no value to compute with")
+        return torch.zeros([concrete(s) for s in val.shape], dtype=val.dtype)
+
+    with torch.no_grad():
+        for current in nodes:
+            val = current.meta.get("val")
+            if isinstance(val, (int, torch.SymInt)):
+                values[current] = concrete(val)
+            else:
+                args, kwargs = torch.fx.map_arg((current.args, current.kwargs), read)
+                values[current] = current.target(*args, **kwargs)
+    return values[node]
+
+
+Fact = TypeVar("Fact")
+
+
+def analysis_of(
+    node: torch.fx.Node,
+    facts: dict[torch.fx.Node, Any],
+    derive: Callable[[torch.fx.Node], Fact],
+    failure: type[Exception],
+) -> Fact:
+    """What an analysis (``derive``) says of ``node``, memoized in ``facts``: every node it is computed from first,
+    in graph order, so that ``derive`` of each reads its inputs' facts without recursion. A node whose ``derive``
+    raised ``failure`` keeps that exception, raised again to whoever asks for it. A size (a ``sym_size`` or integer
+    math on sizes) carries none of its tensor's data: the nodes it is computed from are not looked at."""
+    if node not in facts:
+        pending = ancestors([node], expand=lambda n: n not in facts and not is_size(n)) - facts.keys()
+        order = {n: position for position, n in enumerate(node.graph.nodes)}
+        for current in sorted(pending, key=order.__getitem__):
+            try:
+                facts[current] = derive(current)
+            except failure as reason:
+                facts[current] = reason
+    known = facts[node]
+    if isinstance(known, failure):
+        raise known
+    return known
+
+
+def is_size(node: torch.fx.Node) -> bool:
+    """A node holding a size (an integer, symbolic or not), not a tensor."""
+    return isinstance(node.meta.get("val"), (int, torch.SymInt))
+
+
+ARANGE_OPS = frozenset({aten.arange.default, aten.arange.start, aten.arange.start_step})
+"""Positions: the ops that count from a start to an end."""
+COMPARISON_OPS = {
+    aten.ge.Scalar: "ge",
+    aten.ge.Tensor: "ge",
+    aten.gt.Scalar: "gt",
+    aten.gt.Tensor: "gt",
+    aten.le.Scalar: "le",
+    aten.le.Tensor: "le",
+    aten.lt.Scalar: "lt",
+    aten.lt.Tensor: "lt",
+    aten.eq.Scalar: "eq",
+    aten.eq.Tensor: "eq",
+    aten.ne.Scalar: "ne",
+    aten.ne.Tensor: "ne",
+}
+"""Elementwise comparisons, each with its relation's name (``le`` is ``a <= b``)."""

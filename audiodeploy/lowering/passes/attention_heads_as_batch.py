@@ -32,8 +32,9 @@ leading size of 1 and the same second size (no broadcasting), and grows through
 the ops that leave dimension 0 alone: ``transpose``/``permute`` not moving it,
 ``softmax`` over another dimension, ``clone``, ``slice`` of another dimension, a
 reshape to the shape it already has,
-and arithmetic with a Python scalar or with another such 4-D tensor (an attention
-mask added to the scores, and what computes it). A tensor entering the region is
+and arithmetic with a Python scalar, with another such 4-D tensor (an attention
+mask added to the scores, and what computes it) or with a tensor of at most two dimensions (a mask of
+``[queries, keys]``, which broadcasts against the 3-D region as against the 4-D one, and is read as it is). A tensor entering the region is
 reshaped without its leading 1, except a constant, which is stored without it, and an
 ``unsqueeze(x, 0)``, whose ``x`` is read as it is; a
 result leaving it goes to a reshape, or is given its leading 1 back. The pass leaves a
@@ -80,6 +81,12 @@ def _unit_batch_4d(node: object) -> bool:
     return val is not None and val.dim() == 4 and isinstance(val.shape[0], int) and val.shape[0] == 1
 
 
+def _broadcasts_over_last_two(node: object) -> bool:
+    """A tensor of at most two dimensions: it broadcasts against the 3-D region as against the 4-D one."""
+    val = value(node) if isinstance(node, torch.fx.Node) else None
+    return val is not None and val.dim() <= 2
+
+
 def _is_batched_matmul(node: torch.fx.Node) -> bool:
     if node.target != aten.matmul.default or not all(_unit_batch_4d(n) for n in (node, *node.args[:2])):
         return False
@@ -109,7 +116,9 @@ def _keeps_batch_dim(node: torch.fx.Node) -> bool:
     if target in _ARITHMETIC:
         if len(args) != 2 or node.kwargs:
             return False
-        return isinstance(args[1], (int, float)) or (target in _TENSOR_ARITHMETIC and _unit_batch_4d(args[1]))
+        return isinstance(args[1], (int, float)) or (
+            target in _TENSOR_ARITHMETIC and (_unit_batch_4d(args[1]) or _broadcasts_over_last_two(args[1]))
+        )
     return target == aten.matmul.default and _is_batched_matmul(node)
 
 
@@ -131,9 +140,12 @@ class AttentionHeadsAsBatchPass(NodeRewritePass):
         region = set(order)
         entries = {a for n in order for a in n.all_input_nodes if a not in region and value(a) is not None}
         constant_entries = {e for e in entries if e in self.constants}
-        exits = {n: [u for u in n.users if u not in region] for n in order}
+        # A metadata check (dtype, device) on a region's node checks what the rewrite keeps: dropped with the node.
+        checks = [u for n in order for u in n.users if u.target is aten._assert_tensor_metadata.default]
+        exits = {n: [u for u in n.users if u not in region and u not in checks] for n in order}
         # Plan every reshape first: the region is rewritten whole or not at all.
         already_3d = {e: source for e in entries if (source := _without_leading_one(e)) is not None}
+        already_3d.update({e: e for e in entries if _broadcasts_over_last_two(e)})
         entry_sizes = {
             e: static_view_sizes(tensor_of(e).shape[1:]) for e in entries - constant_entries - already_3d.keys()
         }
@@ -146,6 +158,8 @@ class AttentionHeadsAsBatchPass(NodeRewritePass):
             return Skip("a reshape into or out of the region would have two sizes that depend on the input")
         sizes = {node: s for node, s in (*entry_sizes.items(), *exit_sizes.items()) if s is not None}
 
+        for check in checks:
+            graph.erase_node(check)
         squeezed: dict[torch.fx.Node, torch.fx.Node] = {}
         for node in order:
             with graph.inserting_before(node):
@@ -167,7 +181,8 @@ class AttentionHeadsAsBatchPass(NodeRewritePass):
                     with graph.inserting_before(user):
                         replacements[user] = insert_reshape(graph, squeezed[node], list(user.args[1]), origin=user)
         for node in exit_sizes:
-            with graph.inserting_after(squeezed[node]):
+            # Before the node after it, not after it: a reshape that copies first inserts two nodes, in order.
+            with graph.inserting_before(squeezed[node].next):
                 replacements[node] = insert_reshape(graph, squeezed[node], sizes[node], origin=node)
         return replacements
 
@@ -197,7 +212,16 @@ def _without_leading_one(entry: torch.fx.Node) -> torch.fx.Node | None:
     if entry.target != aten.unsqueeze.default or entry.args[1] not in (0, -4):
         return None
     source = entry.args[0]
-    return source if isinstance(source, torch.fx.Node) and value(source) is not None else None
+    source_value = value(source) if isinstance(source, torch.fx.Node) else None
+    if source_value is not None and source_value.dim() == 3:
+        if (
+            source.target == aten.unsqueeze.default
+            and source.args[1] in (0, -3)
+            and _broadcasts_over_last_two(source.args[0])
+        ):
+            return source.args[0]  # a [queries, keys] mask given two leading 1s: it broadcasts as it is
+        return source
+    return None
 
 
 def _reshape_source(entry: torch.fx.Node) -> torch.fx.Node:

@@ -73,11 +73,15 @@ import torch
 from torch.utils._sympy.value_ranges import bound_sympy
 
 from audiodeploy.lowering.passes._graph import (
+    ARANGE_OPS,
+    COMPARISON_OPS,
     FILL_VALUES,
     NodeRewritePass,
     Skip,
+    analysis_of,
     ancestors,
     arguments,
+    computed_at_sizes,
     fake_value,
     insert_op,
     same_value_type,
@@ -120,21 +124,6 @@ _SAME_ELEMENTS = frozenset(
 
 """Ops that fill a tensor with one number (read from their arguments by name); a tensor argument lends its shape."""
 
-_ARANGE = frozenset({aten.arange.default, aten.arange.start, aten.arange.start_step})
-_COMPARISONS = {
-    aten.ge.Scalar: "ge",
-    aten.ge.Tensor: "ge",
-    aten.gt.Scalar: "gt",
-    aten.gt.Tensor: "gt",
-    aten.le.Scalar: "le",
-    aten.le.Tensor: "le",
-    aten.lt.Scalar: "lt",
-    aten.lt.Tensor: "lt",
-    aten.eq.Scalar: "eq",
-    aten.eq.Tensor: "eq",
-    aten.ne.Scalar: "ne",
-    aten.ne.Tensor: "ne",
-}
 _NOT = frozenset({aten.logical_not.default, aten.bitwise_not.default})
 _AND = frozenset({aten.logical_and.default, aten.bitwise_and.Tensor, aten.__and__.Tensor, aten.mul.Tensor})
 _OR = frozenset({aten.logical_or.default, aten.bitwise_or.Tensor, aten.__or__.Tensor})
@@ -314,19 +303,7 @@ class DropMasksThatMaskNothingPass(NodeRewritePass):
             if isinstance(node, (bool, int, float)):
                 return _Bounds.point(node)
             raise _NotProvable(f"an argument {node!r} is not a number")
-        if node not in self._bounds:
-            # Every value it is computed from first, in graph order: each then reads known bounds (no recursion).
-            pending = ancestors([node], expand=lambda n: n not in self._bounds) - self._bounds.keys()
-            order = {n: index for index, n in enumerate(self.graph.nodes)}
-            for current in sorted(pending, key=order.__getitem__):
-                try:
-                    self._bounds[current] = self._compute_bounds(current)
-                except _NotProvable as reason:
-                    self._bounds[current] = reason
-        known = self._bounds[node]
-        if isinstance(known, _NotProvable):
-            raise known
-        return known
+        return analysis_of(node, self._bounds, self._compute_bounds, _NotProvable)
 
     def _compute_bounds(self, node: torch.fx.Node) -> _Bounds:
         val = node.meta.get("val")
@@ -342,10 +319,10 @@ class DropMasksThatMaskNothingPass(NodeRewritePass):
             return self._bounds_of(args[0])
         if target in FILL_VALUES:
             return self._cast(self._bounds_of(FILL_VALUES[target](arguments(node))), out.dtype)
-        if target in _ARANGE:
+        if target in ARANGE_OPS:
             return self._arange(node, out.dtype)
-        if target in _COMPARISONS:
-            return self._compare(_COMPARISONS[target], self._bounds_of(args[0]), self._bounds_of(args[1]))
+        if target in COMPARISON_OPS:
+            return self._compare(COMPARISON_OPS[target], self._bounds_of(args[0]), self._bounds_of(args[1]))
         if out.dtype == torch.bool and target in _NOT | _AND | _OR:
             # On truth values: each operand as a boolean (nonzero is true) first.
             a, b = (self._cast(self._bounds_of(arg), torch.bool) for arg in (args[0], args[-1]))
@@ -491,13 +468,16 @@ class DropMasksThatMaskNothingPass(NodeRewritePass):
         computation = ancestors([mask], expand=known.__contains__) & known
         nodes = [node for node in self.graph.nodes if node in computation]
         if not self._ranges:
-            return {"its one length": _computed(mask, nodes, {})}
+            return {"its one length": computed_at_sizes(mask, nodes, {})}
         shortest = {symbol: int(bounds.lower) for symbol, bounds in self._ranges.items()}
         longest = {
             symbol: int(bounds.upper) if bounds.upper.is_finite else shortest[symbol] + 64
             for symbol, bounds in self._ranges.items()
         }
-        return {"the shortest length": _computed(mask, nodes, shortest), "the longest": _computed(mask, nodes, longest)}
+        return {
+            "the shortest length": computed_at_sizes(mask, nodes, shortest),
+            "the longest": computed_at_sizes(mask, nodes, longest),
+        }
 
 
 _ARANGE_ARGUMENTS = (("start", 0), ("end", None), ("step", 1))
@@ -532,35 +512,6 @@ def _integer_arithmetic(
         products = [x * y for x in (a.lower, a.upper) for y in (b.lower, b.upper)]
         return _Bounds(sympy.Min(*products), sympy.Max(*products))
     raise _NotProvable(f"{node.name} divides integers")
-
-
-def _computed(mask: torch.fx.Node, nodes: list[torch.fx.Node], at: dict[sympy.Symbol, int]) -> torch.Tensor:
-    """``mask`` computed from ``nodes`` (in graph order) with the size symbols at the values ``at``."""
-
-    def concrete(size: Any) -> int:
-        return int(sympy.sympify(size.node.expr if isinstance(size, torch.SymInt) else size).subs(at))
-
-    values: dict[torch.fx.Node, Any] = {}
-
-    def read(arg: torch.fx.Node) -> Any:
-        if arg in values:
-            return values[arg]
-        val = arg.meta.get("val")
-        if isinstance(val, (int, torch.SymInt)):  # a size (an expand's, an arange's end)
-            return concrete(val)
-        if not isinstance(val, torch.Tensor):
-            raise _NotProvable(f"{arg.name} has no value to compute with")
-        return torch.zeros([concrete(s) for s in val.shape], dtype=val.dtype)  # read for its shape (full_like)
-
-    with torch.no_grad():
-        for node in nodes:
-            val = node.meta.get("val")
-            if isinstance(val, (int, torch.SymInt)):
-                values[node] = concrete(val)
-            else:
-                args, kwargs = torch.fx.map_arg((node.args, node.kwargs), read)
-                values[node] = node.target(*args, **kwargs)
-    return values[mask]
 
 
 def _read_by_softmax(node: torch.fx.Node) -> bool:

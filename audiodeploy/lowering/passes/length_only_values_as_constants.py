@@ -26,9 +26,10 @@ A value that reads no parameter or buffer and two of whose dimensions grow with
 the length, a mask ``[T, T]`` or a grid of positions, replaces no model data:
 as a constant it would only add the longest length squared to the program
 (transformers' ``[1, 1, T, T]`` additive mask up to 10 s is 1 MiB, five times
-the program of a wav2vec2 of hidden size 32). It is left to be computed, with that reason in the report; a mask
-that masks nothing has been removed before this pass runs
-(:mod:`drop_masks_that_mask_nothing`). A learned value of that shape, such as
+the program of a wav2vec2 of hidden size 32). It is left to be computed, and what it is computed from (positions,
+an ``arange`` of the length) is stored cut to the length instead, so that the grid's arithmetic on them can run in
+the delegate (:mod:`banded_masks_as_arithmetic` writes a causal or sliding-window mask so); a mask that masks
+nothing has been removed before this pass runs (:mod:`drop_masks_that_mask_nothing`). A learned value of that shape, such as
 WavLM's bias above, is still stored, up to :data:`MAX_CONSTANT_BYTES`: left
 computed, it would cut the delegate in every layer and, in int8, meet the
 quantizer problem described below.
@@ -61,7 +62,8 @@ computation as it is, and does nothing on a program without one, when
 - it depends on more than one symbol, on a symbol without an upper bound, or on
   anything but parameters, unmutated buffers, constants and sizes;
 - it reads no parameter or buffer and more than one of its dimensions grows with
-  the length (a mask: the constant would grow with the square of the length);
+  the length (a mask: the constant would grow with the square of the length); what it
+  reads is looked at instead;
 - an op in it is impure or nondeterministic;
 - its size at the longest length exceeds :data:`MAX_CONSTANT_BYTES` (a range long
   enough for that costs more program size than the computation costs time);
@@ -146,7 +148,10 @@ class LengthOnlyValuesAsConstantsPass(NodeRewritePass):
         from another one that is also read elsewhere is evaluated from its own sources before that one is
         replaced."""
         self._length_only = self._length_only_nodes(self.constants)
-        frontier = [n for n in self.graph.nodes if n in self._length_only and self._is_frontier(n, self._length_only)]
+        # A grid is left computed (see the module's docstring); what it reads is stored instead, so that its
+        # arithmetic on stored positions can run in the delegate.
+        stored = self._length_only - self._grids(self._length_only)
+        frontier = [n for n in self.graph.nodes if n in stored and self._is_frontier(n, stored)]
         return frontier[::-1]
 
     def rewrite(self, node: torch.fx.Node) -> torch.fx.Node | Skip:
@@ -168,6 +173,22 @@ class LengthOnlyValuesAsConstantsPass(NodeRewritePass):
             elif is_pure(node.target) and all(n in length_only for n in node.all_input_nodes):
                 length_only.add(node)
         return length_only
+
+    def _grids(self, length_only: set[torch.fx.Node]) -> set[torch.fx.Node]:
+        """The grids left computed: a length-only tensor that reads no parameter or buffer, more than one of whose
+        dimensions grow with the length (a mask), and that the program's computation reads; and the grids it is
+        computed from. Stored, they would grow with the square of the length."""
+
+        def grid_shaped(node: torch.fx.Node) -> bool:
+            val = node.meta.get("val")
+            if node.op != "call_function" or not isinstance(val, torch.Tensor):
+                return False
+            growing = sum(isinstance(size, torch.SymInt) and bool(size.node.expr.free_symbols) for size in val.shape)
+            return growing > 1 and not self._reads_model_data(_computation(node, length_only))
+
+        read = [n for n in length_only if self._is_frontier(n, length_only) and grid_shaped(n)]
+        within = ancestors(read, expand=lambda n: n in length_only and grid_shaped(n))
+        return {n for n in within if n in length_only and grid_shaped(n)}
 
     @staticmethod
     def _is_frontier(node: torch.fx.Node, length_only: set[torch.fx.Node]) -> bool:
@@ -328,8 +349,11 @@ def _evaluate(
             known[current] = sources[current]
         elif current.target == aten.sym_size.int:
             size = current.meta["val"]
+            # A size without a symbol (the computation depends on none) is its number.
             known[current] = (
-                int(size.node.expr.subs(symbol, symbol_value)) if isinstance(size, torch.SymInt) else int(size)
+                int(size.node.expr.subs(symbol, symbol_value))
+                if isinstance(size, torch.SymInt) and symbol is not None
+                else int(size)
             )
     return evaluate(computation, known)[node]
 

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import torch
+import torch.nn.functional as F
 from torch.export import Dim
 
 from audiodeploy.lowering import MethodReport
@@ -44,3 +46,37 @@ def lower_attention_stock_and_rewritten(module: torch.nn.Module, rewrite: str) -
         module, (x,), rewrite, dynamic_shapes=dynamic_shapes, also_run=attention_ends()
     )
     return stock
+
+
+class MaskedAttention(torch.nn.Module):
+    """Self-attention over features ``[1, T, 32]`` (4 heads) with the boolean mask ``keep(T)`` applied as
+    transformers' implementations apply it: ``sdpa`` (its ``attn_mask``), ``add`` (eager: zeros and
+    ``finfo.min`` added to the scores), on the scores with ``where`` or ``masked_fill``, or selecting position
+    scores for sdpa's float mask (``sdpa-bias``)."""
+
+    def __init__(self, how: str, keep: Callable[[int], torch.Tensor]) -> None:
+        super().__init__()
+        self.how, self.keep = how, keep
+        self.qkv = torch.nn.Linear(32, 96)
+        self.out = torch.nn.Linear(32, 32)
+
+    def forward(self, x):
+        frames = x.shape[1]
+        q, k, v = (t.view(1, frames, 4, 8).transpose(1, 2) for t in self.qkv(x).chunk(3, -1))
+        keep = self.keep(frames)
+        if self.how == "sdpa":
+            out = F.scaled_dot_product_attention(q, k, v, attn_mask=keep)
+        elif self.how == "sdpa-bias":  # a float mask of position scores, where keep selects them (Wav2Vec2-BERT)
+            bias = torch.matmul(q, q.transpose(2, 3)) * 0.1
+            mask = torch.where(keep, bias, torch.finfo(torch.float32).min)
+            out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+        else:
+            scores = torch.matmul(q, k.transpose(2, 3)) * 8**-0.5
+            if self.how == "add":
+                scores = scores + torch.where(keep, torch.zeros(()), torch.finfo(torch.float32).min)
+            elif self.how == "where":
+                scores = torch.where(keep, scores, float("-inf"))
+            else:
+                scores = scores.masked_fill(~keep, float("-inf"))
+            out = torch.matmul(scores.softmax(-1), v)
+        return self.out(out.transpose(1, 2).contiguous().reshape(1, frames, 32))

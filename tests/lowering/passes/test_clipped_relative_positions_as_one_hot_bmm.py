@@ -42,8 +42,9 @@ def test_fp32_clipped_relative_key_scores_are_delegated_at_a_dynamic_length():
     )
     assert "aten.embedding" in stock.ops_outside_delegates, stock
     assert "ClippedRelativePositionsAsOneHotBmmPass" in report.rewrites, report.rewrites
-    # The positions are cut to the length (read from the input) before the delegate, as a cut constant is.
-    outside = {"aten.slice_copy": 1, "sym_size.int": 1}
+    # The positions are cut to the length (read from the input) before the delegate, as a cut constant is: a row
+    # and a column, from which the delegate computes the [T, T] offsets.
+    outside = {"aten.slice_copy": 2, "sym_size.int": 1}
     assert (report.delegates, report.ops_outside_delegates) == (1, outside), report
 
 

@@ -3,14 +3,17 @@ a mask that masks something at some length is kept."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import pytest
 import torch
 import torch.nn.functional as F
 
 from audiodeploy.lowering.passes.drop_masks_that_mask_nothing import DropMasksThatMaskNothingPass
-from tests.lowering.passes.modules import ATTENTION_FRAMES, attention_ends, lower_attention_stock_and_rewritten
+from tests.lowering.passes.modules import (
+    ATTENTION_FRAMES,
+    MaskedAttention,
+    attention_ends,
+    lower_attention_stock_and_rewritten,
+)
 from tests.pipeline import assert_rewrites, export_aten
 
 PASS = "DropMasksThatMaskNothingPass"
@@ -41,50 +44,16 @@ def all_true_at_both_ends(frames: int) -> torch.Tensor:
     return keep[None, None, None, :].expand(1, 1, frames, frames)
 
 
-class MaskedAttention(torch.nn.Module):
-    """Self-attention over features ``[1, T, 32]`` (4 heads) with the boolean mask ``keep(T)`` applied as
-    transformers' implementations apply it: ``sdpa`` (its ``attn_mask``), ``add`` (eager: zeros and
-    ``finfo.min`` added to the scores), on the scores with ``where`` or ``masked_fill``, or selecting position
-    scores for sdpa's float mask (``sdpa-bias``)."""
-
-    def __init__(self, how: str, keep: Callable[[int], torch.Tensor] = nothing_masked) -> None:
-        super().__init__()
-        self.how, self.keep = how, keep
-        self.qkv = torch.nn.Linear(32, 96)
-        self.out = torch.nn.Linear(32, 32)
-
-    def forward(self, x):
-        frames = x.shape[1]
-        q, k, v = (t.view(1, frames, 4, 8).transpose(1, 2) for t in self.qkv(x).chunk(3, -1))
-        keep = self.keep(frames)
-        if self.how == "sdpa":
-            out = F.scaled_dot_product_attention(q, k, v, attn_mask=keep)
-        elif self.how == "sdpa-bias":  # a float mask of position scores, where keep selects them (Wav2Vec2-BERT)
-            bias = torch.matmul(q, q.transpose(2, 3)) * 0.1
-            mask = torch.where(keep, bias, torch.finfo(torch.float32).min)
-            out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
-        else:
-            scores = torch.matmul(q, k.transpose(2, 3)) * 8**-0.5
-            if self.how == "add":
-                scores = scores + torch.where(keep, torch.zeros(()), torch.finfo(torch.float32).min)
-            elif self.how == "where":
-                scores = torch.where(keep, scores, float("-inf"))
-            else:
-                scores = scores.masked_fill(~keep, float("-inf"))
-            out = torch.matmul(scores.softmax(-1), v)
-        return self.out(out.transpose(1, 2).contiguous().reshape(1, frames, 32))
-
-
 def test_fp32_sdpa_with_a_mask_that_masks_nothing_is_one_delegate():
     torch.manual_seed(0)
-    stock = lower_attention_stock_and_rewritten(MaskedAttention("sdpa").eval(), PASS)
+    stock = lower_attention_stock_and_rewritten(MaskedAttention("sdpa", nothing_masked).eval(), PASS)
     assert {"aten.logical_not", "aten.any", "aten.where"} <= set(stock.ops_outside_delegates)
 
 
 @pytest.mark.parametrize("how", ["add", "where", "masked_fill"])
 def test_fp32_a_mask_that_masks_nothing_is_dropped_from_eager_attention(how):
     torch.manual_seed(0)
-    module = MaskedAttention(how).eval()
+    module = MaskedAttention(how, nothing_masked).eval()
     cases = [(torch.randn(1, 20, 32),), *attention_ends()]
     result = assert_rewrites(module, cases, PASS, dict.fromkeys(MASK_OPS, 0), dynamic_shapes=DYNAMIC)
     # Nothing of the mask is stored either: no constant of the longest length squared.
@@ -94,7 +63,7 @@ def test_fp32_a_mask_that_masks_nothing_is_dropped_from_eager_attention(how):
 def test_fp32_a_selection_by_a_mask_that_masks_nothing_is_dropped_where_it_is_not_read_by_a_softmax():
     """The ``where`` makes sdpa's float mask, not the scores a softmax reads: its first operand is selected."""
     torch.manual_seed(0)
-    module = MaskedAttention("sdpa-bias").eval()
+    module = MaskedAttention("sdpa-bias", nothing_masked).eval()
     cases = [(torch.randn(1, 20, 32),), *attention_ends()]
     assert_rewrites(module, cases, PASS, dict.fromkeys(MASK_OPS, 0), dynamic_shapes=DYNAMIC)
 
@@ -102,7 +71,7 @@ def test_fp32_a_selection_by_a_mask_that_masks_nothing_is_dropped_where_it_is_no
 def test_fp32_at_one_length_the_mask_is_dropped_too():
     torch.manual_seed(0)
     counts = dict.fromkeys(MASK_OPS, 0)
-    assert_rewrites(MaskedAttention("add").eval(), [(torch.randn(1, 20, 32),)], PASS, counts)
+    assert_rewrites(MaskedAttention("add", nothing_masked).eval(), [(torch.randn(1, 20, 32),)], PASS, counts)
 
 
 @pytest.mark.parametrize("keep", [causal, all_true_at_both_ends], ids=["causal", "all-true-at-both-ends"])

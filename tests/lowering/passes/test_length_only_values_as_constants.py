@@ -1,5 +1,6 @@
 """Values computed from the input length alone: a constant cut to the length, checked for every length, unless it
-reads no parameter and would grow with the square of the length (a mask); at one length, the value itself."""
+reads no parameter and would grow with the square of the length (a mask) stays computed, from its positions stored;
+at one length, the value itself."""
 
 from __future__ import annotations
 
@@ -82,16 +83,19 @@ def test_fp32_relative_position_bias_is_a_sliced_constant_and_the_rest_one_deleg
     assert "LengthOnlyValuesAsConstantsPass" in report.rewrites
 
 
-def test_a_mask_computed_from_the_length_alone_that_would_grow_with_its_square_is_left_computed():
-    # As a constant: [40, 40] float32 at the longest length, for a range four times as long sixteen times that.
+def test_a_mask_computed_from_the_length_alone_that_would_grow_with_its_square_is_left_computed_from_stored_positions():
+    # As a constant: [40, 40] float32 at the longest length, for a range four times as long sixteen times that. The
+    # positions it is computed from are stored instead, a row and a column: [40] each at the longest length.
     module = CausalAttention()
     ep = export_aten(module, (torch.randn(1, 12, 8),), dynamic_shapes=({1: FRAMES},))
     rewrite = LengthOnlyValuesAsConstantsPass(ep)
-    assert not rewrite(ep.graph_module).modified
-    (reason,) = {reason for _, reason in rewrite.skipped}
-    assert reason.startswith("computed from the length alone and 2 of its dimensions grow with it"), reason
+    assert rewrite(ep.graph_module).modified
+    stored = [node for node in ep.graph.nodes if node.op == "placeholder" and node.name.endswith("_at_longest")]
+    assert sorted(tuple(node.meta["val"].shape) for node in stored) == [(1, 40), (40, 1)]
+    assert_op_counts(ep, {"aten.arange.default": 0, "aten.where.Scalar": 1})
+    # the mask (-inf outside: not the banded-mask pass's) stays computed, from the positions cut to the length
     result = rewritten(module, (torch.randn(1, 12, 8),), ({1: FRAMES},))
-    assert_op_counts(result.program, {"aten.arange.default": 1, "aten.slice.Tensor": 0})
+    assert_op_counts(result.program, {"aten.arange.default": 0, "aten.where.Scalar": 1})
     assert_program_matches_eager(result.program, module, [(torch.randn(1, frames, 8),) for frames in (4, 40)])
 
 
