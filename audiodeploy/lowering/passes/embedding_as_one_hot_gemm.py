@@ -26,11 +26,14 @@ gives zeros.
 
 The pass leaves a lookup as it is, and does nothing on a program without one, unless its table is a constant
 float32 ``[K, D]`` (a parameter, buffer or constant the program does not compute) of at most 4096 rows, and its
-index is a cast of a float32 tensor, or integers read from the program's input (positions computed in the
-program are another pass's), with at most one dimension that depends on the input length.
+index is a cast of a float32 tensor, or integers read from the program's input (moved: sliced, viewed, one entry
+of an ``unbind``; positions computed in the program are another pass's), with at most one dimension that depends
+on the input length.
 """
 
 from __future__ import annotations
+
+import operator
 
 import torch
 
@@ -98,8 +101,13 @@ class EmbeddingAsOneHotGemmPass(NodeRewritePass):
     def _read_from_input(self, index: torch.fx.Node) -> bool:
         """Whether ``index`` is the program's input, or elements of it moved (selected, viewed): codes to decode,
         not positions the program computes (whose own passes take them)."""
-        while index.op == "call_function" and index.target in MOVES_ELEMENTS:
-            index = index.args[0]
+        while index.op == "call_function":
+            if index.target in MOVES_ELEMENTS:
+                index = index.args[0]
+            elif index.target is operator.getitem and getattr(index.args[0], "target", None) is aten.unbind.int:
+                index = index.args[0].args[0]  # one codebook's codes of an unbind: elements of what it unbinds
+            else:
+                break
         return index.op == "placeholder" and index.name in self.exported_program.graph_signature.user_inputs
 
 

@@ -79,3 +79,29 @@ def test_leaves_other_lookups_with_their_reasons():
         "its table has more than 4096 rows: a one-hot GEMM would cost that many multiply-adds per entry looked up",
         "its table is not a constant float32 [K, D]",
     ], rewrite.skipped
+
+
+class CodebookSum(torch.nn.Module):
+    """Codes ``[1, 2, T]`` (two codebooks, as a codec's decoder reads them), each codebook's codes unbound and
+    looked up in its own table, the embeddings summed: Mimi's decode."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.tables = torch.nn.ModuleList([torch.nn.Embedding(16, 4), torch.nn.Embedding(16, 4)])
+
+    def forward(self, codes):
+        return sum(table(book) for table, book in zip(self.tables, codes.transpose(0, 1)))
+
+
+def test_fp32_codes_unbound_from_the_input_are_looked_up_in_one_delegate():
+    torch.manual_seed(0)
+    cases = [(torch.randint(0, 16, (1, 2, n)),) for n in (20, 4, 64)]
+    result = assert_rewrites(
+        CodebookSum().eval(),
+        cases,
+        "EmbeddingAsOneHotGemmPass",
+        {"aten.embedding.default": 0, "aten.linear.default": 2},
+        dynamic_shapes=({2: FRAMES},),
+        atol=0.0,
+    )
+    assert result.changed
