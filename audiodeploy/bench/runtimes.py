@@ -299,18 +299,24 @@ class OnnxRuntime(Runtime):
             *exported.notes,
         ]
         start = time.perf_counter()
+        if int8 and exported.weights:
+            raise BenchError(
+                "ONNX Runtime int8 of a model over protobuf's 2 GiB is not measured here (quantize_dynamic reads "
+                "the whole model as one protobuf); leave onnxruntime-int8 out of --compare"
+            )
         if int8:
             model = quantize_onnx_dynamic(model)
             notes.append(
                 "onnxruntime.quantization.quantize_dynamic(weight_type=QInt8), its defaults (per-tensor weights)"
             )
         self.model: bytes | None = model
+        self.weights = exported.weights if not int8 else b""
         prepare_s = exported.export_s + time.perf_counter() - start
         self.info = RuntimeInfo(
             name=name,
             label=f"{LABELS[name]} {onnxruntime.__version__}",
             engine="onnxruntime",
-            program_bytes=len(model),
+            program_bytes=len(model) + len(self.weights),
             prepare_s=prepare_s,
             notes=notes,
         )
@@ -327,6 +333,10 @@ class OnnxRuntime(Runtime):
         options.inter_op_num_threads = 1
         options.add_session_config_entry("session.intra_op.allow_spinning", "0")
         options.log_severity_level = 3
+        if self.weights:
+            options.add_external_initializers_from_files_in_memory(
+                [EXTERNAL_WEIGHTS], [self.weights], [len(self.weights)]
+            )
         if self.model is None:
             raise RuntimeError(f"{self.name}: load() twice")
         try:
@@ -338,7 +348,7 @@ class OnnxRuntime(Runtime):
                 f"leave {self.name} out of --compare"
             ) from None
         self._input_names = [i.name for i in self._session.get_inputs()]
-        self.model = None  # the session holds its own copy of the weights
+        self.model, self.weights = None, b""  # the session holds its own copy of the weights
 
     def run(self, inputs: Sequence[torch.Tensor]) -> torch.Tensor:
         if self._session is None:
@@ -359,21 +369,67 @@ class OnnxExport:
     export_s: float
     notes: tuple[str, ...] = ()
     """What the export did beyond the plain ``torch.onnx.export(dynamo=True)``."""
+    weights: bytes = b""
+    """The file ``model`` reads its larger initializers from as ONNX external data (:data:`EXTERNAL_WEIGHTS`),
+    for a model over protobuf's 2 GiB; empty when ``model`` holds them all."""
+
+
+EXTERNAL_WEIGHTS = "weights.bin"
+"""The external-data file name an :class:`OnnxExport` over 2 GiB refers to; ONNX Runtime is given its bytes
+from memory (``SessionOptions.add_external_initializers_from_files_in_memory``), so no file is written."""
+
+PROTOBUF_LIMIT = 2**31 - 1
+"""The largest message protobuf serializes."""
 
 
 def export_onnx(module: torch.nn.Module, example_inputs: tuple[torch.Tensor, ...], dynamic_shapes: Any) -> OnnxExport:
     """The ONNX export ``onnxruntime`` and ``onnxruntime-int8`` run, and how many seconds it took."""
     start = time.perf_counter()
     widened: list[str] = []  # the int32 indices cast
-    model = _export_onnx(module, example_inputs, dynamic_shapes, index_put_with_int64_indices(widened))
+    proto = _export_onnx(module, example_inputs, dynamic_shapes, index_put_with_int64_indices(widened))
+    model, weights = serialize_with_external_weights(proto)
     notes: tuple[str, ...] = ()
     if widened:
-        notes = (
+        notes += (
             f"int32 indices of {len(widened)} index_put cast to int64 in the export (torch.onnx.export's custom_translation_table): "
             "torch.onnx passes torch's int32 indices (torch.istft's overlap-add is such an index_put) to ONNX's "
             "ScatterND, which takes int64 only, and ONNX Runtime refuses the model without the cast",
         )
-    return OnnxExport(model, time.perf_counter() - start, notes)
+    if weights:
+        notes += (
+            f"over protobuf's 2 GiB: {len(weights) / 2**30:.2f} GiB of initializers kept as ONNX external data, "
+            "given to ONNX Runtime from memory",
+        )
+    return OnnxExport(model, time.perf_counter() - start, notes, weights)
+
+
+def serialize_with_external_weights(
+    proto: Any, limit: int = PROTOBUF_LIMIT, smallest_external: int = 1024
+) -> tuple[bytes, bytes]:
+    """An ONNX ``ModelProto`` serialized, and the external-data file its initializers of at least
+    ``smallest_external`` bytes are moved to when the whole would exceed ``limit`` bytes (else empty).
+
+    The moved tensors keep their names, types and shapes; each points at its 64-byte aligned offset and length in
+    :data:`EXTERNAL_WEIGHTS` (ONNX's external-data fields), as ``onnx.save(..., save_as_external_data=True)`` writes
+    them to a file.
+    """
+    from onnx import TensorProto
+
+    if proto.ByteSize() <= limit:
+        return proto.SerializeToString(), b""
+    weights = bytearray()
+    for tensor in proto.graph.initializer:
+        if tensor.data_location == TensorProto.EXTERNAL or len(tensor.raw_data) < smallest_external:
+            continue
+        weights += bytes(-len(weights) % 64)
+        offset, length = len(weights), len(tensor.raw_data)
+        weights += tensor.raw_data
+        tensor.ClearField("raw_data")
+        tensor.data_location = TensorProto.EXTERNAL
+        for key, value in (("location", EXTERNAL_WEIGHTS), ("offset", offset), ("length", length)):
+            entry = tensor.external_data.add()
+            entry.key, entry.value = key, str(value)
+    return proto.SerializeToString(), bytes(weights)
 
 
 def index_put_with_int64_indices(widened: list[str]) -> TranslationTable:
@@ -452,8 +508,8 @@ def _export_onnx(
     example_inputs: tuple[torch.Tensor, ...],
     dynamic_shapes: Any,
     custom_translation_table: TranslationTable,
-) -> bytes:
-    """The serialized ONNX model; the exporter's chatter goes to the debug log, not the user's terminal."""
+) -> Any:
+    """The ONNX ``ModelProto``; the exporter's chatter goes to the debug log, not the user's terminal."""
     chatter = io.StringIO()
     quiet = [logging.getLogger(name) for name in ("torch.onnx", "onnxscript", "onnx_ir")]
     levels = [logger.level for logger in quiet]
@@ -470,7 +526,7 @@ def _export_onnx(
                 verbose=False,
                 custom_translation_table=custom_translation_table,
             )
-        return program.model_proto.SerializeToString()
+        return program.model_proto
     except Exception as error:
         logging.getLogger(__name__).debug("ONNX export output:\n%s", chatter.getvalue())
         message = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
