@@ -407,16 +407,22 @@ def serialize_with_external_weights(
     proto: Any, limit: int = PROTOBUF_LIMIT, smallest_external: int = 1024
 ) -> tuple[bytes, bytes]:
     """An ONNX ``ModelProto`` serialized, and the external-data file its initializers of at least
-    ``smallest_external`` bytes are moved to when the whole would exceed ``limit`` bytes (else empty).
+    ``smallest_external`` bytes are moved to when they exceed ``limit`` bytes or the whole exceeds protobuf's
+    limit (else empty).
 
     The moved tensors keep their names, types and shapes; each points at its 64-byte aligned offset and length in
     :data:`EXTERNAL_WEIGHTS` (ONNX's external-data fields), as ``onnx.save(..., save_as_external_data=True)`` writes
     them to a file.
     """
+    from google.protobuf.message import EncodeError
     from onnx import TensorProto
 
-    if proto.ByteSize() <= limit:
-        return proto.SerializeToString(), b""
+    # Each initializer is measured alone: protobuf measures a message by encoding it, and the whole would not encode.
+    if sum(tensor.ByteSize() for tensor in proto.graph.initializer) <= limit:
+        try:
+            return proto.SerializeToString(), b""
+        except EncodeError:  # the graph itself takes it over the limit
+            pass
     weights = bytearray()
     for tensor in proto.graph.initializer:
         if tensor.data_location == TensorProto.EXTERNAL or len(tensor.raw_data) < smallest_external:
