@@ -8,6 +8,7 @@ tensors, symbolic sizes included) so that the next pass can read shapes, and the
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import logging
 import math
@@ -167,6 +168,52 @@ class TransposedConv1d:
             given["groups"],
             _single(given["dilation"]),
         )
+
+    def cropped(self, crop: OutputCrop) -> TransposedConv1d | None:
+        """The transposed convolution whose output is this one's after ``crop``, or None without numeric padding.
+
+        Output step ``t`` of a transposed convolution with padding ``p`` is step ``t + p`` of the unpadded one, and
+        ``output_padding`` lengthens it at the end only: keeping steps ``a`` to ``L - b`` is padding ``p + a`` and
+        output padding ``q + a - b`` (negative where the crop takes more than ``q``).
+        """
+        if not isinstance(self.padding, int) or not isinstance(self.output_padding, int):
+            return None
+        padding, output_padding = self.padding + crop.start, self.output_padding + crop.start - crop.dropped
+        return dataclasses.replace(self, padding=padding, output_padding=output_padding)
+
+
+@dataclass(frozen=True)
+class OutputCrop:
+    """A slice that keeps a 1-D signal's steps from ``start`` to ``dropped`` before its end.
+
+    Causal codecs (EnCodec, Mimi) cut a transposed convolution's output so instead of padding it: a slice of a
+    symbolic length, which ExecuTorch 1.5.1's XNNPACK partitioner declines, so it cuts the delegate.
+    """
+
+    slice: torch.fx.Node
+    start: int
+    dropped: int
+
+    @classmethod
+    def of(cls, node: torch.fx.Node) -> OutputCrop | None:
+        """The crop of ``node``'s last dimension by its only user, with step 1 and a numeric start and number of
+        steps dropped at the end; else None."""
+        if len(node.users) != 1:
+            return None
+        (user,) = node.users
+        signal, kept = value(node), value(user)
+        if user.target != aten.slice.Tensor or signal is None or kept is None:
+            return None
+        given = arguments(user)
+        start = given["start"] if given["start"] is not None else 0
+        if given["dim"] % signal.dim() != signal.dim() - 1 or given["step"] != 1:
+            return None
+        if not isinstance(start, int) or start < 0:
+            return None
+        dropped = signal.shape[-1] - kept.shape[-1] - start
+        if not is_static(dropped) or int(dropped) < 0:  # negative: the start is past the end
+            return None
+        return cls(user, start, int(dropped))
 
 
 def value(node: torch.fx.Node) -> torch.Tensor | None:

@@ -32,6 +32,11 @@ contiguous layout copies one sample at a time: 3.5 ms of a 10 ms anti-aliased
 activation of 96 channels and 5,504 samples (ETDump, 2-core AMD EPYC), where all
 three of its concatenations take 0.5 ms channels-last.
 
+A crop of the output that is its only use (``y[..., a : L - b]``; causal EnCodec and Mimi
+drop ``b = K - s``) is taken in as padding ``p + a`` and output padding ``q + a - b``: the
+phases pad their input less on the right, and the slice, which XNNPACK declines at a
+symbolic length, is gone.
+
 Every output sums the products the transposed convolution sums (and zeros), so
 the result equals it to rounding. The taps are reordered on the constant weight,
 which is then dropped.
@@ -53,6 +58,8 @@ import torch
 
 from audiodeploy.lowering.passes._graph import (
     NodeRewritePass,
+    OutputCrop,
+    Rewrite,
     Skip,
     TransposedConv1d,
     add_constant,
@@ -113,7 +120,7 @@ class _Phases:
 class DepthwiseTransposedConvAsPhasesPass(NodeRewritePass):
     targets = frozenset({aten.conv_transpose1d.default})
 
-    def rewrite(self, node: torch.fx.Node) -> torch.fx.Node | Skip:
+    def rewrite(self, node: torch.fx.Node) -> Rewrite:
         conv = TransposedConv1d.of(node)
         x, weight, bias = conv.x, conv.weight, conv.bias
         stride, padding, output_padding = conv.stride, conv.padding, conv.output_padding
@@ -128,10 +135,14 @@ class DepthwiseTransposedConvAsPhasesPass(NodeRewritePass):
             return Skip("its stride, padding or dilation is not one number")
         if stride < 2 or dilation != 1:
             return Skip("stride one, or dilated")
-        phases = _Phases.of(int(w_val.shape[2]), stride, padding, output_padding)
+        crop = OutputCrop.of(node)
+        cropped = conv.cropped(crop) if crop is not None else None
+        phases = _Phases.of(int(w_val.shape[2]), stride, cropped.padding, cropped.output_padding) if cropped else None
+        if not isinstance(phases, _Phases):
+            crop, phases = None, _Phases.of(int(w_val.shape[2]), stride, padding, output_padding)
         if isinstance(phases, Skip):
             return phases
-        sizes = static_view_sizes(out_val.shape)
+        sizes = static_view_sizes(out_val.shape if crop is None else tensor_of(crop.slice).shape)
         if sizes is None:
             return Skip("its output has more than one symbolic size")
         kernels = self._phase_kernels(weight, phases)
@@ -148,7 +159,8 @@ class DepthwiseTransposedConvAsPhasesPass(NodeRewritePass):
             args = (image, kernel, bias, [1, 1], [0, 0], [1, 1], groups)
             interleaved.append(insert_op(self.graph, aten.conv2d.default, args, origin=node))
         stacked = insert_op(self.graph, aten.cat.default, (interleaved, -1), origin=node)
-        return insert_reshape(self.graph, stacked, sizes, origin=node)
+        y = insert_reshape(self.graph, stacked, sizes, origin=node)
+        return y if crop is None else {crop.slice: y}
 
     def _phase_kernels(self, weight: torch.fx.Node, phases: _Phases) -> list[torch.fx.Node] | None:
         """A constant kernel per phase; None unless the weight is a constant only this convolution reads."""

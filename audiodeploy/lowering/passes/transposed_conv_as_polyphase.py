@@ -26,6 +26,14 @@ symbolic size)::
     P = index_select(W, 2, J).view(Ci, Co, G, s / G, k / s).permute(2, 1, 3, 0, 4).reshape(Co * s, Ci, k / s)
     b' = b repeated per phase
 
+A crop of the output that is the transposed convolution's only use (``y[..., a : L - b]``;
+causal EnCodec and Mimi drop ``b = k - s``) is taken in: it is padding ``p + a`` and output
+padding ``q + a - b``, whose phases read the input padded less on the right, and the
+slice, which XNNPACK declines at a symbolic length, is gone::
+
+    before   x ── conv_transpose1d(W, b, stride s, padding p, output_padding q) ── slice(-1, a, L - b) ── y
+    after    the phases of conv_transpose1d(W, b, stride s, padding p + a, output_padding q + a - b) ── y
+
 ``P`` holds exactly the values of ``W`` (no zero taps), so a computed ``W``
 (``weight_norm``) gets the reorder as three more ops of its computation, which
 :mod:`fold_computed_gemm_weights` folds without growing the program; a constant
@@ -37,7 +45,7 @@ one, stride ``s > 1`` dividing the kernel, a static batch size, an output length
 ``L`` that is a multiple of ``s`` and no shorter than ``s * T`` (no crop beyond
 padding), phase groups of equal size, a bias that is absent or a constant only it
 reads, a weight that is computed or a constant only it reads, and at least
-:data:`MIN_OUT_CHANNELS` output channels.
+:data:`MIN_OUT_CHANNELS` output channels or a crop it takes in.
 """
 
 from __future__ import annotations
@@ -48,6 +56,8 @@ import torch
 
 from audiodeploy.lowering.passes._graph import (
     NodeRewritePass,
+    OutputCrop,
+    Rewrite,
     Skip,
     TransposedConv1d,
     add_constant,
@@ -62,7 +72,8 @@ aten = torch.ops.aten
 
 MIN_OUT_CHANNELS = 64
 """Narrower layers stay deconvolutions: for 64->32, kernel 4, stride 2 on 11008 steps (HiFi-GAN's last
-upsampling) the interleave's transposes of the wide output cost more than the GEMM saves (1.3x slower)."""
+upsampling) the interleave's transposes of the wide output cost more than the GEMM saves (1.3x slower). Not where
+a crop is taken in: the slice it removes would cut the delegate and copy the whole output outside it."""
 
 
 @dataclass(frozen=True)
@@ -97,8 +108,9 @@ class _Phases:
         )
 
 
-def _phases(conv: TransposedConv1d) -> _Phases | Skip:
-    """The phases of ``conv``, or why they cannot be computed by one grouped convolution without a slice."""
+def _phases(conv: TransposedConv1d, *, cropped: bool = False) -> _Phases | Skip:
+    """The phases of ``conv``, or why they cannot be computed by one grouped convolution without a slice;
+    ``cropped``: ``conv`` takes in a crop of the output (:meth:`TransposedConv1d.cropped`)."""
     stride, padding, output_padding = conv.stride, conv.padding, conv.output_padding
     groups, dilation = conv.groups, conv.dilation
     x_val, w_val = value(conv.x), value(conv.weight)
@@ -109,7 +121,7 @@ def _phases(conv: TransposedConv1d) -> _Phases | Skip:
     _, out_channels, kernel = (int(s) for s in w_val.shape)
     if stride < 2 or kernel % stride:
         return Skip(f"stride {stride} does not divide kernel {kernel} with stride above one")
-    if out_channels < MIN_OUT_CHANNELS:
+    if out_channels < MIN_OUT_CHANNELS and not cropped:
         return Skip(f"{out_channels} output channels, fewer than {MIN_OUT_CHANNELS}: the interleave costs more")
     if not is_static(x_val.shape[0]):
         return Skip("symbolic batch size: the interleave's views would have two inferred sizes")
@@ -130,9 +142,13 @@ def _phases(conv: TransposedConv1d) -> _Phases | Skip:
 class TransposedConvAsPolyphasePass(NodeRewritePass):
     targets = frozenset({aten.conv_transpose1d.default})
 
-    def rewrite(self, node: torch.fx.Node) -> torch.fx.Node | Skip:
+    def rewrite(self, node: torch.fx.Node) -> Rewrite:
         conv = TransposedConv1d.of(node)
-        phases = _phases(conv)
+        crop = OutputCrop.of(node)
+        cropped = conv.cropped(crop) if crop is not None else None
+        phases = _phases(cropped, cropped=True) if cropped is not None else None
+        if not isinstance(phases, _Phases):
+            crop, phases = None, _phases(conv)
         if isinstance(phases, Skip):
             return phases
         weight, bias = conv.weight, conv.bias
@@ -148,7 +164,7 @@ class TransposedConvAsPolyphasePass(NodeRewritePass):
         for operand in (weight, bias):
             if operand in sources:
                 self.release_constant(operand)
-        return y
+        return y if crop is None else {crop.slice: y}
 
     def _polyphase_weight(self, node: torch.fx.Node, weight: torch.fx.Node, phases: _Phases) -> torch.fx.Node:
         """``P [Co * s, Ci, k / s]``: a constant for a constant ``W``, else ops on the computed ``W``."""

@@ -62,6 +62,28 @@ def test_fp32_depthwise_transposed_conv_over_dynamic_length_is_stride_one_convs_
     assert_rewrites(module, [(x,), *ends()], rewrite, counts, dynamic_shapes=({2: FRAMES},))
 
 
+class CroppedDepthwiseUpsampler(torch.nn.Module):
+    """Mimi's upsampling of its latent: a depthwise transposed convolution, kernel 2s, stride s, no padding, whose
+    output a slice cuts to s times the input's length, dropping ``s`` steps at the end."""
+
+    def __init__(self, channels: int = 8, stride: int = 2) -> None:
+        super().__init__()
+        self.up = torch.nn.ConvTranspose1d(channels, channels, 2 * stride, stride, groups=channels, bias=False)
+        self.stride = stride
+
+    def forward(self, x):
+        y = self.up(x)
+        return torch.sin(y[..., : y.shape[-1] - self.stride])
+
+
+def test_fp32_cropped_depthwise_upsampler_takes_the_crop_in_and_is_one_delegate():
+    torch.manual_seed(0)
+    module = CroppedDepthwiseUpsampler().eval()
+    report = lower_and_compare(module, (torch.randn(1, 8, 20),), dynamic_shapes=({2: FRAMES},), also_run=ends())
+    assert (report.delegates, report.ops_outside_delegates) == (1, {})  # stock: the slice outside, two delegates
+    assert "DepthwiseTransposedConvAsPhasesPass" in report.rewrites
+
+
 def test_does_nothing_where_a_phase_would_need_a_crop_or_on_grouped_and_stride_one_convs():
     for module in (
         DepthwiseUpsampler(padding=15),  # BigVGAN's original crop: the first phase would start inside the input

@@ -37,6 +37,22 @@ class Upsampler(torch.nn.Module):
         return self.up3(self.up2(x))
 
 
+class CroppedUpsampler(torch.nn.Module):
+    """EnCodec's and Mimi's upsampling: kernel 2s, stride s, no padding, the output cut to s times the input's length
+    by a slice that drops ``k - s`` steps, all at the end (causal) or split between both ends."""
+
+    def __init__(self, in_channels: int, out_channels: int, stride: int, *, causal: bool) -> None:
+        super().__init__()
+        self.up = torch.nn.ConvTranspose1d(in_channels, out_channels, 2 * stride, stride)
+        self.drop_at_end = stride if causal else stride // 2
+        self.drop_at_start = stride - self.drop_at_end
+
+    def forward(self, x):
+        y = self.up(x)
+        end = y.shape[-1] - self.drop_at_end
+        return torch.nn.functional.elu(y[..., self.drop_at_start : end])
+
+
 def inputs() -> list[tuple[torch.Tensor]]:
     return [(torch.randn(1, 96, n),) for n in (8, 37)]
 
@@ -63,6 +79,20 @@ def test_fp32_weight_norm_transposed_conv_is_reordered_then_folded():
     counts = {"aten.conv_transpose1d.default": 0, "aten._weight_norm.default": 0}
     result = assert_rewrites(module, cases, "TransposedConvAsPolyphasePass", counts, dynamic_shapes=({2: FRAMES},))
     assert len(result.folds) == 1 and result.not_folded == ()
+
+
+@pytest.mark.parametrize(
+    ("in_channels", "out_channels", "stride", "causal"),
+    [(96, 64, 8, True), (16, 8, 5, True), (16, 8, 4, False)],
+    ids=["causal", "causal-narrow", "split-crop-narrow"],
+)
+def test_fp32_cropped_upsampler_takes_the_crop_in_and_is_one_delegate(in_channels, out_channels, stride, causal):
+    torch.manual_seed(0)
+    module = CroppedUpsampler(in_channels, out_channels, stride, causal=causal).eval()
+    cases = [(torch.randn(1, in_channels, n),) for n in (8, 23, 400)]
+    report = lower_and_compare(module, cases[1], dynamic_shapes=({2: FRAMES},), also_run=[cases[0], cases[2]])
+    assert (report.delegates, report.ops_outside_delegates) == (1, {})  # stock: the slice outside, two delegates
+    assert "TransposedConvAsPolyphasePass" in report.rewrites
 
 
 def test_rewritten_program_keeps_no_transposed_convolution():
