@@ -50,6 +50,7 @@ from audiodeploy.lowering.passes.strided_conv_as_gemm import StridedConvAsGemmPa
 from audiodeploy.lowering.passes.sum_and_mean_as_xnnpack_reductions import SumAndMeanAsXnnpackReductionsPass
 from audiodeploy.lowering.passes.tanh_gelu_as_tanh import TanhGeluAsTanhPass
 from audiodeploy.lowering.passes.transposed_conv_as_polyphase import TransposedConvAsPolyphasePass
+from audiodeploy.lowering.passes.unit_select_as_squeeze import UnitSelectAsSqueezePass
 from audiodeploy.lowering.passes.unpack_split_of_cat import UnpackSplitOfCatPass
 from audiodeploy.lowering.passes.vector_norm_as_sum_of_squares import VectorNormAsSumOfSquaresPass
 
@@ -75,6 +76,7 @@ XNNPACK_REWRITES = (
     SplitAsLinearsPass,  # after it: a packed bias is unpacked where the linears are separate already
     LocationVariableConvAsBmmPass,  # emits convolutions (stride 1), permutes and reshapes the passes below tidy
     ChannelSelectionsAsConvolutionsPass,  # after the three above (they take some splits and slices whole); emits conv1d
+    UnitSelectAsSqueezePass,  # after it (it takes selections of channels); emits squeezes the reshape passes take
     TransposedConvAsPolyphasePass,  # emits a stride-1 convolution, pads and views already static: before the reshape passes
     StridedConvAsGemmPass,  # emits unsqueezes and squeezes
     DecomposeNormalizationPass,  # emits means, reshapes, unsqueezes and squeezes

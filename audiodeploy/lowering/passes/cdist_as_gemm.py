@@ -28,8 +28,8 @@ from becoming NaN.
 
 The pass leaves a ``cdist`` as it is, and does nothing on a program without one,
 unless it is a float32 2-norm distance from a tensor to a constant ``[K, D]``
-codebook (a parameter, buffer or constant the program does not compute), ``D``
-fixed.
+codebook (a parameter, buffer or constant the program does not compute; or
+``[1, K, D]``, with no more dimensions than the tensor), ``D`` fixed.
 """
 
 from __future__ import annotations
@@ -53,8 +53,11 @@ class CdistAsGemmPass(NodeRewritePass):
         if given["p"] != 2:
             return Skip(f"a {given['p']!r}-norm distance, not Euclidean")
         codebook = self.constants.get(codes)
-        if codebook is None or codebook.dim() != 2 or codebook.dtype != torch.float32:
+        if codebook is None or codebook.dtype != torch.float32 or not 2 <= codebook.dim() <= val.dim():
             return Skip("its second operand is not a constant float32 [K, D] codebook")
+        if any(size != 1 for size in codebook.shape[:-2]):
+            return Skip(f"a batch of {list(codebook.shape[:-2])} codebooks, not one")
+        codebook = codebook.reshape(codebook.shape[-2:])  # Mimi's codebook[None]: [1, K, D] broadcasts as [K, D]
         if not isinstance(val.shape[-1], int) or val.shape[-1] != codebook.shape[1]:
             return Skip("the vector size of its first operand is not fixed")
         weight = add_constant(self.exported_program, self.graph, "cdist_weight", -2.0 * codebook)

@@ -6,7 +6,7 @@ import torch
 from torch.export import Dim
 
 from audiodeploy.lowering.passes.cdist_as_gemm import CdistAsGemmPass
-from tests.pipeline import assert_rewrites, export_aten, lower_stock_and_rewritten
+from tests.pipeline import assert_rewrites, export_aten, lower_and_compare, lower_stock_and_rewritten
 
 FRAMES = Dim("frames", min=8, max=64)
 
@@ -16,14 +16,17 @@ class CodebookDistances(torch.nn.Module):
     the nearest code. ``cdist``'s matrix-product mode: its default picks a mode by the number of rows, which
     ``torch.export`` cannot trace over a range that crosses 25."""
 
-    def __init__(self, search: bool = False, codes: int = 16, dim: int = 8) -> None:
+    def __init__(self, search: bool = False, codes: int = 16, dim: int = 8, batch_of_one: bool = False) -> None:
         super().__init__()
-        self.search = search
+        self.search, self.batch_of_one = search, batch_of_one
         self.codebook = torch.nn.Parameter(torch.randn(codes, dim))
 
     def forward(self, x):
         rows = x.transpose(1, 2).reshape(-1, self.codebook.shape[1])
-        distances = torch.cdist(rows, self.codebook, compute_mode="use_mm_for_euclid_dist")
+        if self.batch_of_one:  # Mimi's: cdist(rows[None], codebook[None])[0]
+            distances = torch.cdist(rows[None], self.codebook[None], compute_mode="use_mm_for_euclid_dist")[0]
+        else:
+            distances = torch.cdist(rows, self.codebook, compute_mode="use_mm_for_euclid_dist")
         return distances.argmin(-1) if self.search else distances
 
 
@@ -51,6 +54,19 @@ def test_fp32_codebook_search_is_two_linears_and_max_poolings():
     assert_rewrites(
         CodebookDistances(search=True).eval(), cases, "CdistAsGemmPass", counts, dynamic_shapes=({2: FRAMES},)
     )
+
+
+def test_fp32_codebook_distances_in_a_batch_of_one_are_one_delegate():
+    torch.manual_seed(0)
+    report = lower_and_compare(
+        CodebookDistances(batch_of_one=True).eval(),
+        (torch.randn(1, 8, 20),),
+        dynamic_shapes=({2: FRAMES},),
+        also_run=[(torch.randn(1, 8, 8),), (torch.randn(1, 8, 64),)],
+        atol=1e-4,
+    )
+    assert (report.delegates, report.ops_outside_delegates) == (1, {}), report
+    assert {"CdistAsGemmPass", "UnitSelectAsSqueezePass"} <= set(report.rewrites)  # the [0] after it: a squeeze
 
 
 class OtherDistances(torch.nn.Module):

@@ -1,5 +1,5 @@
-"""A straight-through estimator's detach, and a slice of a whole dimension, dropped: one delegate instead of two
-around an alias_copy."""
+"""A straight-through estimator's detach, a slice of a whole dimension and a concatenation of one tensor, dropped:
+one delegate instead of two around an alias_copy or a cat."""
 
 from __future__ import annotations
 
@@ -55,6 +55,29 @@ def test_fp32_a_slice_of_a_whole_dimension_is_one_delegate():
     lower_stock_and_rewritten(
         WholeSliceOfPadded().eval(), (torch.randn(1, 3, 20),), "DropAliasesPass", also_run=[(torch.randn(1, 3, 20),)]
     )
+
+
+class ConcatenationOfOne(torch.nn.Module):
+    """A residual quantizer with one codebook: its codes concatenated from a list of one."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = torch.nn.Conv1d(3, 3, 1)
+
+    def forward(self, x):
+        return torch.tanh(torch.cat([self.conv(x)], dim=1))
+
+
+def test_fp32_a_concatenation_of_one_tensor_is_one_delegate():
+    torch.manual_seed(0)
+    stock, _ = lower_stock_and_rewritten(
+        ConcatenationOfOne().eval(),
+        (torch.randn(1, 3, 20),),
+        "DropAliasesPass",
+        dynamic_shapes=({2: FRAMES},),
+        also_run=[(torch.randn(1, 3, 4),)],
+    )
+    assert "aten.cat" in stock.ops_outside_delegates, stock
 
 
 class Returned(torch.nn.Module):
