@@ -78,11 +78,11 @@ XNNPACK_REWRITES = (
     ChannelSelectionsAsConvolutionsPass,  # after the three above (they take some splits and slices whole); emits conv1d
     UnitSelectAsSqueezePass,  # after it (it takes selections of channels); emits squeezes the reshape passes take
     TransposedConvAsPolyphasePass,  # emits a stride-1 convolution, pads and views already static: before the reshape passes
+    ConvTailSliceAsPaddingPass,  # before the next, which takes a strided convolution apart
     StridedConvAsGemmPass,  # emits unsqueezes and squeezes
     DecomposeNormalizationPass,  # emits means, reshapes, unsqueezes and squeezes
     SdpaAsMatmulsPass,  # emits 4-D matmuls
     AttentionHeadsAsBatchPass,  # emits reshapes
-    ConvTailSliceAsPaddingPass,
     ReplicatePaddingAsConcatPass,  # emits reshapes and stride-1 convolutions
     ReflectPaddingAsConcatPass,  # the same selection as the one above; before the conv chain and reshape passes
     DepthwiseTransposedConvAsPhasesPass,  # emits unsqueezes and a reshape

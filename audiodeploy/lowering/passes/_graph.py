@@ -28,6 +28,7 @@ from torch.export.graph_signature import InputKind
 from torch.fx.experimental.symbolic_shapes import free_symbols, statically_known_true
 from torch.fx.passes.infra.pass_base import PassBase, PassResult
 from torch.utils import _pytree as pytree
+from torch.utils._sympy.numbers import int_oo
 
 aten = torch.ops.aten
 
@@ -774,3 +775,39 @@ COMPARISON_OPS = {
     aten.ne.Tensor: "ne",
 }
 """Elementwise comparisons, each with its relation's name (``le`` is ``a <= b``)."""
+
+
+MOST_LENGTHS_TRIED = 4096
+"""Sizes of one symbol with at most this many values in the export's range are compared at each of them."""
+
+
+def sizes_always(relation: Callable[[Any, Any], Any], a: int | torch.SymInt, b: int | torch.SymInt) -> bool:
+    """Whether ``relation(a, b)`` holds for every length the export allows.
+
+    Sympy proves it for most sizes; two floor divisions of one length (``(T - 1) // 2`` and ``(T - 3) // 2 + 1``,
+    equal for every T) it cannot relate, and those are compared at each length of the range where it is short.
+    The shape environment's own knowledge is not asked (``statically_known_true``): after an export that takes a
+    ``min`` of two lengths, its axioms hold both ``Eq(Min(a, b), b)`` and ``Ne(Min(a, b), b)``, so it "knows" either.
+    """
+    expressions = [x.node.expr if isinstance(x, torch.SymInt) else sympy.Integer(x) for x in (a, b)]
+    if relation(*expressions) in (True, sympy.true):  # eq compares structurally, the others give a relation
+        return True
+    symbols = set().union(*(e.free_symbols for e in expressions))
+    if len(symbols) != 1:
+        return False
+    (symbol,) = symbols
+    shape_env = next(x.node.shape_env for x in (a, b) if isinstance(x, torch.SymInt))
+    span = shape_env.var_to_range.get(symbol)
+    if span is None or not (is_finite_bound(span.lower) and is_finite_bound(span.upper)):
+        return False
+    low, high = int(span.lower), int(span.upper)
+    if high - low >= MOST_LENGTHS_TRIED:
+        return False
+    return all(
+        bool(relation(*(e.xreplace({symbol: sympy.Integer(n)}) for e in expressions))) for n in range(low, high + 1)
+    )
+
+
+def is_finite_bound(bound: sympy.Expr) -> bool:
+    """Whether a range's bound is a number: torch writes an open end as its own ``int_oo``, which sympy calls finite."""
+    return bool(bound.is_Integer) and bound not in (int_oo, -int_oo)

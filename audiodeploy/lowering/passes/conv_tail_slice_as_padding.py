@@ -4,17 +4,21 @@ wav2vec2's positional convolution has an even kernel (128) and pads 64 on both
 sides, so it produces one frame too many, which the model slices off. With a
 dynamic input length that ``slice_copy`` cuts the delegate: ExecuTorch 1.5.1's
 XNNPACK partitioner declines a slice whose input or output size is symbolic.
-For a convolution with stride 1, dropping its last ``k`` outputs is the same as
-padding ``k`` fewer inputs on the right, and a constant pad is delegated::
+SEW's positional convolution does the same with stride 2. For a convolution with
+stride ``s``, dropping its last ``k`` outputs is the same as padding ``k s`` fewer
+inputs on the right (output ``i`` reads inputs from ``i s - p`` on, and the count of
+outputs is the floor of the padded length over ``s``, less a constant), and a
+constant pad is delegated::
 
-    before                                            after
+    before                                     after
 
-    x ── conv1d(padding=p) ── slice(-1, 0, -k) ──     x ── constant_pad_nd([p, p - k]) ── conv1d(padding=0) ──
+    x ── conv1d(stride s, padding p) ──        x ── constant_pad_nd([p, p - k s]) ── conv1d(stride s, padding 0) ──
+         slice(-1, 0, -k) ──
 
 The pass leaves a slice as it is, and does nothing on a program without this
-pattern, unless it slices the last dimension of a 1-D convolution with stride 1
-that has no other user, from the start with step 1 to ``-k``, and the convolution
-pads ``p >= k`` on each side.
+pattern, unless it slices the last dimension of a 1-D convolution that has no
+other user, from the start with step 1 to ``-k``, and the convolution pads
+``p >= k s`` on each side.
 """
 
 from __future__ import annotations
@@ -34,16 +38,16 @@ class ConvTailSliceAsPaddingPass(NodeRewritePass):
         if dropped is None:
             return Skip("not a slice of the last dimension from its start to -k")
         conv = node.args[0]
-        padding = _symmetric_padding(conv)
-        if padding is None:
-            return Skip("it does not slice a stride-1 conv1d with numeric padding that only it reads")
-        if padding < dropped:
-            return Skip(f"it drops {dropped} outputs, more than the convolution's padding of {padding}")
+        geometry = _stride_and_padding(conv)
+        if geometry is None:
+            return Skip("it does not slice a conv1d with numeric stride and padding that only it reads")
+        stride, padding = geometry
+        if padding < dropped * stride:
+            return Skip(f"it drops {dropped} outputs of stride {stride}, more than the padding of {padding} holds")
         given = arguments(conv)
-        padded = insert_op(
-            self.graph, aten.constant_pad_nd.default, (given["input"], [padding, padding - dropped], 0.0), origin=conv
-        )
-        args = (padded, given["weight"], given["bias"], [1], [0], given["dilation"], given["groups"])
+        pads = [padding, padding - dropped * stride]
+        padded = insert_op(self.graph, aten.constant_pad_nd.default, (given["input"], pads, 0.0), origin=conv)
+        args = (padded, given["weight"], given["bias"], [stride], [0], given["dilation"], given["groups"])
         return insert_op(self.graph, aten.conv1d.default, args, origin=conv)
 
 
@@ -59,11 +63,11 @@ def _dropped_tail(node: torch.fx.Node) -> int | None:
     return -end
 
 
-def _symmetric_padding(conv: torch.fx.Node) -> int | None:
-    """The padding of a stride-1 ``conv1d`` used only by the slice, else None."""
+def _stride_and_padding(conv: torch.fx.Node) -> tuple[int, int] | None:
+    """The stride and the padding of a ``conv1d`` used only by the slice, else None."""
     if not isinstance(conv, torch.fx.Node) or conv.target != aten.conv1d.default or len(conv.users) != 1:
         return None
     stride, padding, _, _ = conv1d_geometry(conv)
-    if stride != 1 or not isinstance(padding, int):
+    if not isinstance(stride, int) or not isinstance(padding, int):
         return None
-    return padding
+    return stride, padding

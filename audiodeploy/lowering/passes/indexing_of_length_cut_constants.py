@@ -15,7 +15,8 @@ cut the delegate in every layer. The pick is a constant too, cut to the length::
 
 A cut of a constant still runs outside the delegate (XNNPACK slices static shapes
 only), but where the first cut was, before the first delegate, instead of between
-two. A slice that keeps the whole tensor (``x[:x.size(0)]``) is dropped, whatever it
+two. A slice that keeps the whole tensor at every length (``x[:x.size(0)]``, or SEW's
+``pooled[..., :min_length]``, which sympy does not see is whole) is dropped, whatever it
 slices. Between the cut and the pick, ops that change nothing (``type_as`` of the
 same dtype, ``alias``) are looked through.
 
@@ -27,10 +28,19 @@ its index or bounds are not integers, or its step is not 1.
 
 from __future__ import annotations
 
-import sympy
+import operator
+
 import torch
 
-from audiodeploy.lowering.passes._graph import NodeRewritePass, Skip, add_constant, arguments, insert_op, value
+from audiodeploy.lowering.passes._graph import (
+    NodeRewritePass,
+    Skip,
+    add_constant,
+    arguments,
+    insert_op,
+    sizes_always,
+    value,
+)
 
 aten = torch.ops.aten
 
@@ -107,12 +117,6 @@ def _length_cut(
 
 
 def _same_shape(a: torch.Size, b: torch.Size) -> bool:
-    """Whether two shapes are the same for every value of their symbols (compared as expressions, no guard)."""
-    if len(a) != len(b):
-        return False
-    for x, y in zip(a, b):
-        ex = x.node.expr if isinstance(x, torch.SymInt) else sympy.Integer(x)
-        ey = y.node.expr if isinstance(y, torch.SymInt) else sympy.Integer(y)
-        if sympy.simplify(ex - ey) != 0:
-            return False
-    return True
+    """Whether two shapes are the same for every length of the export's range (:func:`sizes_always`: sympy, else
+    each length; SEW slices its pooled frames, ``(T - 1) // 2``, to its positions', ``(T - 3) // 2 + 1``)."""
+    return len(a) == len(b) and all(sizes_always(operator.eq, x, y) for x, y in zip(a, b))

@@ -28,13 +28,10 @@ import operator
 from collections.abc import Callable
 from typing import Any
 
-import sympy
 import torch
-from torch.fx.experimental.symbolic_shapes import statically_known_true
-from torch.utils._sympy.numbers import int_oo
 from torch.utils._sympy.value_ranges import bound_sympy
 
-from audiodeploy.lowering.passes._graph import NodeRewritePass, Skip
+from audiodeploy.lowering.passes._graph import NodeRewritePass, Skip, is_finite_bound, sizes_always
 
 _ALWAYS_FIRST: dict[Any, Callable[[Any, Any], Any]] = {
     torch.sym_min: operator.le,
@@ -55,7 +52,7 @@ class SizeMinMaxAsArithmeticPass(NodeRewritePass):
             return Skip("an operand is not an integer size")
         returns_first = _ALWAYS_FIRST[node.target]
         for chosen, (a, b) in ((first, values), (second, values[::-1])):
-            if isinstance(chosen, torch.fx.Node) and _always(returns_first, a, b):
+            if isinstance(chosen, torch.fx.Node) and sizes_always(returns_first, a, b):
                 return chosen
         bounds = [_upper_bound(v) for v in values]
         if any(bound is None for bound in bounds):
@@ -78,43 +75,9 @@ class SizeMinMaxAsArithmeticPass(NodeRewritePass):
         return new
 
 
-_MOST_LENGTHS_TRIED = 4096
-"""Sizes of one symbol with at most this many values in the export's range are compared at each of them."""
-
-
-def _always(relation: Callable[[Any, Any], Any], a: int | torch.SymInt, b: int | torch.SymInt) -> bool:
-    """Whether ``relation(a, b)`` holds for every length the export allows.
-
-    Sympy proves it for most sizes; two floor divisions of one length (``(T - 1) // 2`` and ``(T - 3) // 2 + 1``,
-    equal for every T) it cannot relate, and those are compared at each length of the range where it is short.
-    """
-    if statically_known_true(relation(a, b)):
-        return True
-    expressions = [x.node.expr if isinstance(x, torch.SymInt) else sympy.Integer(x) for x in (a, b)]
-    symbols = set().union(*(e.free_symbols for e in expressions))
-    if len(symbols) != 1:
-        return False
-    (symbol,) = symbols
-    shape_env = next(x.node.shape_env for x in (a, b) if isinstance(x, torch.SymInt))
-    span = shape_env.var_to_range.get(symbol)
-    if span is None or not (_finite(span.lower) and _finite(span.upper)):
-        return False
-    low, high = int(span.lower), int(span.upper)
-    if high - low >= _MOST_LENGTHS_TRIED:
-        return False
-    return all(
-        bool(relation(*(e.xreplace({symbol: sympy.Integer(n)}) for e in expressions))) for n in range(low, high + 1)
-    )
-
-
 def _upper_bound(size: int | torch.SymInt) -> int | None:
     """The largest value ``size`` takes over the export's ranges, or None if it has no finite one."""
     if isinstance(size, int):
         return size
     upper = bound_sympy(size.node.expr, size.node.shape_env.var_to_range).upper
-    return int(upper) if _finite(upper) else None
-
-
-def _finite(bound: sympy.Expr) -> bool:
-    """Whether a range's bound is a number: torch writes an open end as its own ``int_oo``, which sympy calls finite."""
-    return bool(bound.is_Integer) and bound not in (int_oo, -int_oo)
+    return int(upper) if is_finite_bound(upper) else None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 import torch
 from torch.export import Dim
 from torch.nn.utils.parametrizations import weight_norm
@@ -24,9 +25,10 @@ class PositionalConv(torch.nn.Module):
         return torch.nn.functional.gelu(self.conv(x)[:, :, self.start : self.end])
 
 
-def test_fp32_sliced_even_kernel_conv_over_dynamic_length_is_one_delegate():
+@pytest.mark.parametrize("stride", [1, 2], ids=["wav2vec2", "sew-stride-2"])
+def test_fp32_sliced_even_kernel_conv_over_dynamic_length_is_one_delegate(stride):
     torch.manual_seed(0)
-    module = PositionalConv().eval()
+    module = PositionalConv(stride=stride).eval()
     x = torch.randn(1, 16, 20)
     stock = lower_and_compare(module, (x,), fold=True, rewrite=False, dynamic_shapes=({2: FRAMES},))
     assert stock.ops_outside_delegates.get("aten.slice_copy") == 1
@@ -34,14 +36,14 @@ def test_fp32_sliced_even_kernel_conv_over_dynamic_length_is_one_delegate():
         module,
         (x,),
         dynamic_shapes=({2: FRAMES},),
-        also_run=[(torch.randn(1, 16, 8),), (torch.randn(1, 16, 64),)],
+        also_run=[(torch.randn(1, 16, n),) for n in (8, 9, 63, 64)],  # both parities of the length
     )
     assert (report.delegates, report.ops_outside_delegates) == (1, {})
     assert report.rewrites == ("ConvTailSliceAsPaddingPass",)
     assert len(report.folds) == 1  # the weight-norm fold still finds its convolution
 
 
-def test_does_nothing_on_strided_conv_or_a_slice_of_the_start():
-    for module in (PositionalConv(stride=2), PositionalConv(start=1, end=None)):
+def test_does_nothing_on_a_slice_of_the_start_or_beyond_the_padding():
+    for module in (PositionalConv(start=1, end=None), PositionalConv(stride=3, end=-2)):
         ep = export_aten(module.eval(), (torch.randn(1, 16, 20),))
         assert not ConvTailSliceAsPaddingPass(ep)(ep.graph_module).modified

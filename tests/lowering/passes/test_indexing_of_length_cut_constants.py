@@ -74,3 +74,31 @@ def test_fp32_rotary_tables_over_dynamic_length_are_one_delegate_and_match_eager
     # Cutting the picked tables to the length is all that runs outside, before the delegate.
     assert report.ops_outside_delegates == {"aten.slice_copy": 2, "sym_size.int": 1}, report.ops_outside_delegates
     assert REWRITE in report.rewrites
+
+
+class SumToTheShorter(torch.nn.Module):
+    """SEW's encoder in small: pooled frames plus a strided positional convolution with its last frame dropped, both
+    cut to the shorter; ``(F - 2) // 2 + 1`` and ``F // 2`` frames, equal at every length, which sympy does not see."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.features = torch.nn.Conv1d(3, 4, 2)
+        self.positions = torch.nn.Conv1d(4, 4, 4, stride=2, padding=2)
+
+    def forward(self, x):
+        frames = self.features(x)
+        pooled, positions = torch.nn.functional.avg_pool1d(frames, 2, 2), self.positions(frames)[..., :-1]
+        shorter = min(pooled.shape[-1], positions.shape[-1])
+        return pooled[..., :shorter] + positions[..., :shorter]
+
+
+def test_fp32_a_slice_to_the_dimension_size_at_every_length_is_dropped():
+    torch.manual_seed(0)
+    report = lower_and_compare(
+        SumToTheShorter().eval(),
+        (torch.randn(1, 3, 20),),
+        dynamic_shapes=({2: Dim("samples", min=8, max=64)},),  # from 8: more than one frame, never broadcast
+        also_run=[(torch.randn(1, 3, n),) for n in (8, 9, 63, 64)],
+    )
+    assert (report.delegates, report.ops_outside_delegates) == (1, {}), report
+    assert "IndexingOfLengthCutConstantsPass" in report.rewrites
