@@ -29,6 +29,7 @@ from torch.fx.experimental.symbolic_shapes import free_symbols, statically_known
 from torch.fx.passes.infra.pass_base import PassBase, PassResult
 from torch.utils import _pytree as pytree
 from torch.utils._sympy.numbers import int_oo
+from torch.utils._sympy.value_ranges import ValueRanges
 
 aten = torch.ops.aten
 
@@ -221,6 +222,12 @@ def value(node: torch.fx.Node) -> torch.Tensor | None:
     """The (fake) tensor ``torch.export`` recorded for ``node``; None for a node that is not a tensor."""
     val = node.meta.get("val") if isinstance(node, torch.fx.Node) else None
     return val if isinstance(val, torch.Tensor) else None
+
+
+def dtype_of(node: Any) -> torch.dtype | None:
+    """The dtype of a tensor node; None for a number, a size or a node that holds no tensor."""
+    val = value(node)
+    return val.dtype if val is not None else None
 
 
 def tensor_of(node: torch.fx.Node) -> torch.Tensor:
@@ -811,3 +818,26 @@ def sizes_always(relation: Callable[[Any, Any], Any], a: int | torch.SymInt, b: 
 def is_finite_bound(bound: sympy.Expr) -> bool:
     """Whether a range's bound is a number: torch writes an open end as its own ``int_oo``, which sympy calls finite."""
     return bool(bound.is_Integer) and bound not in (int_oo, -int_oo)
+
+
+def size_ranges(ep: ExportedProgram) -> dict[sympy.Symbol, ValueRanges]:
+    """The range of each size symbol in the export's constraints (which also key some expressions)."""
+    return {symbol: bounds for symbol, bounds in ep.range_constraints.items() if isinstance(symbol, sympy.Symbol)}
+
+
+OPEN_RANGE_CHECKED_UP_TO = 64
+"""How far past its least value a size with no greatest one is checked."""
+
+
+def sizes_at_range_ends(ranges: Mapping[sympy.Symbol, ValueRanges]) -> dict[str, dict[sympy.Symbol, int]]:
+    """Where a value computed from sizes alone is checked by computing it, named for a message: every symbol at its
+    least, then at its greatest value (its least plus :data:`OPEN_RANGE_CHECKED_UP_TO` where the range is open);
+    the one length of a program without symbols."""
+    if not ranges:
+        return {"its one length": {}}
+    shortest = {symbol: int(bounds.lower) for symbol, bounds in ranges.items()}
+    longest = {
+        symbol: int(bounds.upper) if is_finite_bound(bounds.upper) else shortest[symbol] + OPEN_RANGE_CHECKED_UP_TO
+        for symbol, bounds in ranges.items()
+    }
+    return {"the shortest length": shortest, "the longest": longest}

@@ -68,8 +68,11 @@ from audiodeploy.lowering.passes._graph import (
     ancestors,
     arguments,
     computed_at_sizes,
+    dtype_of,
     insert_op,
     is_size,
+    size_ranges,
+    sizes_at_range_ends,
     tensor_of,
     value,
 )
@@ -135,11 +138,7 @@ class BandedMasksAsArithmeticPass(NodeRewritePass):
 
     def candidates(self) -> list[torch.fx.Node]:
         self._elements: dict[torch.fx.Node, _Elements | _Unwritable] = {}
-        self._ranges = {
-            symbol: bounds
-            for symbol, bounds in self.exported_program.range_constraints.items()
-            if isinstance(symbol, sympy.Symbol)
-        }
+        self._ranges = size_ranges(self.exported_program)
         return [
             node
             for node in super().candidates()
@@ -149,7 +148,7 @@ class BandedMasksAsArithmeticPass(NodeRewritePass):
     def rewrite(self, node: torch.fx.Node) -> torch.fx.Node | Skip:
         if node.target is _SDPA:
             mask = arguments(node)["attn_mask"]
-            if not _is_bool(mask) or _dtype(node) != torch.float32:
+            if not _is_bool(mask) or dtype_of(node) != torch.float32:
                 return Skip("its attn_mask is not boolean, or the attention is not float32")
             band = self._band(mask)
             if isinstance(band, Skip):
@@ -161,7 +160,7 @@ class BandedMasksAsArithmeticPass(NodeRewritePass):
             kwargs = {key: arg for key, arg in node.kwargs.items() if key != "attn_mask"}
             return insert_op(self.graph, _SDPA, args, kwargs, origin=node)
         condition, chosen, other = (_scalar_fill(arg) for arg in node.args[:3])
-        if chosen != 0.0 or not isinstance(other, float) or not math.isfinite(other) or _dtype(node) != torch.float32:
+        if chosen != 0.0 or not isinstance(other, float) or not math.isfinite(other) or dtype_of(node) != torch.float32:
             return Skip("it does not select 0. in the mask and one finite float32 number outside it")
         band = self._band(node.args[0])
         if isinstance(band, Skip):
@@ -207,17 +206,7 @@ class BandedMasksAsArithmeticPass(NodeRewritePass):
     ) -> tuple[int | None, int | None] | Skip:
         computation = ancestors([mask], expand=lambda n: not is_size(n))
         nodes = [n for n in self.graph.nodes if n in computation]
-        lengths = (
-            {"its one length": {}}
-            if not self._ranges
-            else {
-                "the shortest length": {s: int(r.lower) for s, r in self._ranges.items()},
-                "the longest": {
-                    s: int(r.upper) if r.upper.is_finite else int(r.lower) + 64 for s, r in self._ranges.items()
-                },
-            }
-        )
-        for ends, at in lengths.items():
+        for ends, at in sizes_at_range_ends(self._ranges).items():
             try:
                 computed = computed_at_sizes(mask, nodes, at)
             except (RuntimeError, TypeError, ValueError, OverflowError) as error:
@@ -495,16 +484,7 @@ def _tensor(node: Any) -> torch.Tensor:
 
 
 def _is_bool(node: Any) -> bool:
-    return (
-        isinstance(node, torch.fx.Node)
-        and isinstance(tensor_of(node), torch.Tensor)
-        and tensor_of(node).dtype == torch.bool
-    )
-
-
-def _dtype(node: torch.fx.Node) -> torch.dtype | None:
-    val = value(node)
-    return val.dtype if isinstance(val, torch.Tensor) else None
+    return dtype_of(node) == torch.bool
 
 
 def _is_one(size: Any) -> bool:

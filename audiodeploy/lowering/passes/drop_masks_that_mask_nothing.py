@@ -82,9 +82,12 @@ from audiodeploy.lowering.passes._graph import (
     ancestors,
     arguments,
     computed_at_sizes,
+    dtype_of,
     fake_value,
     insert_op,
     same_value_type,
+    size_ranges,
+    sizes_at_range_ends,
     value,
 )
 
@@ -180,11 +183,7 @@ class DropMasksThatMaskNothingPass(NodeRewritePass):
         """Each sdpa with a mask, each ``add`` a softmax reads (attention scores and their mask), and each ``where``
         and ``masked_fill``: dropping an all-true selection is exact wherever it is read, as in an sdpa's float mask
         of position scores that a length-only padding mask selects (Wav2Vec2-BERT); other adds are not looked at."""
-        self._ranges = {
-            symbol: bounds
-            for symbol, bounds in self.exported_program.range_constraints.items()
-            if isinstance(symbol, sympy.Symbol)
-        }
+        self._ranges = size_ranges(self.exported_program)
         self._bounds: dict[torch.fx.Node, _Bounds | _NotProvable] = {}
         return [
             node
@@ -339,7 +338,7 @@ class DropMasksThatMaskNothingPass(NodeRewritePass):
             return self._select(self._bounds_of(given["mask"]), filled, self._bounds_of(given["input"]))
         if target in _CONVERSIONS:
             return self._cast(self._bounds_of(args[0]), out.dtype)
-        if target is aten.cat.default and all(_dtype(t) == out.dtype for t in args[0]):
+        if target is aten.cat.default and all(dtype_of(t) == out.dtype for t in args[0]):
             pieces = [self._bounds_of(t) for t in args[0]]
             return _Bounds(sympy.Min(*(p.lower for p in pieces)), sympy.Max(*(p.upper for p in pieces)))
         if target in _ARITHMETIC:
@@ -392,7 +391,7 @@ class DropMasksThatMaskNothingPass(NodeRewritePass):
     def _cast_operand(self, operand: Any, dtype: torch.dtype) -> _Bounds:
         """An operand's bounds once converted to the result's dtype (a Python number or another dtype's tensor)."""
         bounds = self._bounds_of(operand)
-        return bounds if _dtype(operand) == dtype else self._cast(bounds, dtype)
+        return bounds if dtype_of(operand) == dtype else self._cast(bounds, dtype)
 
     def _arithmetic(self, node: torch.fx.Node, dtype: torch.dtype) -> _Bounds:
         operands = [a for a in (*node.args, *node.kwargs.values()) if isinstance(a, torch.fx.Node)]
@@ -467,17 +466,7 @@ class DropMasksThatMaskNothingPass(NodeRewritePass):
         known = {node for node, bounds in self._bounds.items() if isinstance(bounds, _Bounds)}
         computation = ancestors([mask], expand=known.__contains__) & known
         nodes = [node for node in self.graph.nodes if node in computation]
-        if not self._ranges:
-            return {"its one length": computed_at_sizes(mask, nodes, {})}
-        shortest = {symbol: int(bounds.lower) for symbol, bounds in self._ranges.items()}
-        longest = {
-            symbol: int(bounds.upper) if bounds.upper.is_finite else shortest[symbol] + 64
-            for symbol, bounds in self._ranges.items()
-        }
-        return {
-            "the shortest length": computed_at_sizes(mask, nodes, shortest),
-            "the longest": computed_at_sizes(mask, nodes, longest),
-        }
+        return {ends: computed_at_sizes(mask, nodes, at) for ends, at in sizes_at_range_ends(self._ranges).items()}
 
 
 _ARANGE_ARGUMENTS = (("start", 0), ("end", None), ("step", 1))
@@ -518,14 +507,8 @@ def _read_by_softmax(node: torch.fx.Node) -> bool:
     return any(user.target in _SOFTMAX for user in node.users)
 
 
-def _dtype(arg: Any) -> torch.dtype | None:
-    """The dtype of a tensor node; None for a number or a size."""
-    val = value(arg)
-    return val.dtype if val is not None else None
-
-
 def _is_float(node: torch.fx.Node) -> bool:
-    dtype = _dtype(node)
+    dtype = dtype_of(node)
     return dtype is not None and dtype.is_floating_point
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 import torch
 import torch.nn.functional as F
+from torch.export import Dim
 
 from audiodeploy.lowering.passes.banded_masks_as_arithmetic import BandedMasksAsArithmeticPass
 from tests.lowering.passes.modules import ATTENTION_FRAMES, MaskedAttention, attention_ends
@@ -96,3 +97,10 @@ def test_does_nothing_on_a_program_without_a_mask():
     ep = export_aten(torch.nn.Linear(4, 4), (torch.randn(2, 4),))
     rewrite = BandedMasksAsArithmeticPass(ep)
     assert not rewrite(ep.graph_module).modified and rewrite.skipped == []
+
+
+def test_a_length_with_no_greatest_value_is_checked_past_its_least():
+    # An open range (int_oo, which sympy calls finite) is checked at its least value plus 64, not read as a number.
+    ep = export_aten(MaskedAttention("sdpa", causal).eval(), (torch.randn(1, 20, 32),), ({1: Dim("frames", min=8)},))
+    rewrite = BandedMasksAsArithmeticPass(ep)
+    assert rewrite(ep.graph_module).modified, rewrite.skipped
