@@ -74,6 +74,7 @@ computation as it is, and does nothing on a program without one, when
 
 from __future__ import annotations
 
+import functools
 import math
 import operator
 from collections.abc import Iterator
@@ -93,6 +94,7 @@ from audiodeploy.lowering.passes._graph import (
     evaluate,
     insert_op,
     is_pure,
+    is_static,
 )
 
 aten = torch.ops.aten
@@ -179,11 +181,12 @@ class LengthOnlyValuesAsConstantsPass(NodeRewritePass):
         dimensions grow with the length (a mask), and that the program's computation reads; and the grids it is
         computed from. Stored, they would grow with the square of the length."""
 
+        @functools.cache  # asked of most nodes three times below, and each answer walks the node's computation
         def grid_shaped(node: torch.fx.Node) -> bool:
             val = node.meta.get("val")
             if node.op != "call_function" or not isinstance(val, torch.Tensor):
                 return False
-            growing = sum(isinstance(size, torch.SymInt) and bool(size.node.expr.free_symbols) for size in val.shape)
+            growing = sum(not is_static(size) for size in val.shape)
             return growing > 1 and not self._reads_model_data(_computation(node, length_only))
 
         read = [n for n in length_only if self._is_frontier(n, length_only) and grid_shaped(n)]
