@@ -749,14 +749,45 @@ def inspect(
             "--load", help="Also load the program and every method in ExecuTorch's runtime (seconds for large models)."
         ),
     ] = False,
+    profile: Annotated[
+        bool,
+        typer.Option(
+            "--profile",
+            help="Also run `forward` on random input and show where the time goes: per XNNPACK operator kind and per "
+            "layer, with the GEMMs' GFLOP/s (loads the program).",
+        ),
+    ] = False,
+    seconds: Annotated[
+        list[float] | None,
+        typer.Option(help="With --profile: audio duration to profile at; repeat for several. Default: 1 s."),
+    ] = None,
+    runs: Annotated[int, typer.Option(help="With --profile: profiled runs, after one warm-up run.")] = 5,
 ) -> None:
     """Methods, delegates, ops outside delegates and size of a .pte, and its sidecar's summary.
 
-    Reads the program's header and flatbuffer and its sidecar; only `--load` gives it to the runtime.
+    Reads the program's header and flatbuffer and its sidecar; only `--load` and `--profile` give it to the runtime.
     """
-    buffer, program = _load_program(model) if load else (_read_program(model), None)
+    if not profile and (seconds or runs != 5):
+        raise UserError("--seconds and --runs say how to profile: give --profile too")
+    buffer, program = _load_program(model) if load or profile else (_read_program(model), None)
     _print_methods(model, buffer, program)
     _print_sidecar_summary(model, buffer, program)
+    if profile:
+        _print_profile(model, tuple(seconds) if seconds else None, runs)
+
+
+def _print_profile(model: Path, seconds: tuple[float, ...] | None, runs: int) -> None:
+    """The program profiled at each length as `audiodeploy bench PTE --profile` does it, the profiles alone shown."""
+    from audiodeploy.bench import BenchRequest, measure_bench
+    from audiodeploy.runtime.profile import format_profile
+
+    request = BenchRequest(target=str(model), seconds=seconds, runs=runs, warmup=1, profile=True)
+    record = measure_bench(request, log=_log_with_elapsed_time())
+    for case in record.cases:
+        at = f" at {case.audio_seconds:g} s" if case.audio_seconds else ""
+        for figures in case.runtimes.values():
+            if figures.profile is not None:
+                out.print(format_profile(figures.profile, f"{display(model)}{at}"), markup=False)
 
 
 def _load_program(model: Path) -> tuple[bytes, Program]:
@@ -892,6 +923,14 @@ def bench(
     plot: Annotated[Path | None, typer.Option(help="Write a PNG chart of the latencies here.")] = None,
     name: Annotated[str | None, typer.Option(help="Name of the result (models.md); default recipe-variant.")] = None,
     seed: Annotated[int, typer.Option(help="Seed of synthetic weights and inputs.")] = 0,
+    profile: Annotated[
+        bool,
+        typer.Option(
+            "--profile",
+            help="Also show where the time goes in each ExecuTorch program and ONNX Runtime session: per operator kind "
+            "and per layer, with the GEMMs' GFLOP/s against this machine's sgemm (profiled runs after the timed ones).",
+        ),
+    ] = False,
     channels: Annotated[int | None, typer.Option(help="pos-conv only: channels in and out; default 768.")] = None,
     kernel: Annotated[int | None, typer.Option(help="pos-conv only: kernel size, padded by half; default 128.")] = None,
     groups: Annotated[int | None, typer.Option(help="pos-conv only: convolution groups; default 16.")] = None,
@@ -923,6 +962,7 @@ def bench(
         runner=runner,
         pos_conv=PosConvShape.from_options(channels, kernel, groups, length),
         seed=seed,
+        profile=profile,
         name=name,
         command=shlex.join(["audiodeploy", *sys.argv[1:]]),
     )

@@ -26,6 +26,15 @@ def test_export_then_run_prints_a_transcript(asr_model, tmp_path):
     assert result.stdout.strip() == (tmp_path / "t.txt").read_text().strip()
 
 
+def test_inspect_profile_shows_where_the_time_goes(asr_model):
+    result = audiodeploy("inspect", "--profile", "--runs", "2", "--seconds", "0.5", "--seconds", "2", str(asr_model))
+    assert result.returncode == 0, result.stderr
+    assert "at 0.5 s (executorch)" in result.stdout and "at 2 s (executorch)" in result.stdout
+    assert "Fully Connected (NC, F32) GEMM" in result.stdout and "model.wav2vec2.encoder.layers.0" in result.stdout
+    assert "GFLOP/s" in result.stdout
+    assert_clean_error(audiodeploy("inspect", "--runs", "3", str(asr_model)), "give --profile too")
+
+
 def test_inspect_agrees_with_the_sidecar(asr_model):
     result = audiodeploy("inspect", str(asr_model))
     assert result.returncode == 0, result.stderr

@@ -51,6 +51,7 @@ from audiodeploy.bench.timing import latency_dict
 from audiodeploy.errors import AudiodeployError
 from audiodeploy.native.run import RunnerCpu
 from audiodeploy.program.records import OMITTED_WHEN_NONE, Record
+from audiodeploy.runtime.profile import Profile, format_profile
 
 SCHEMA: Final = "audiodeploy.bench/1"
 
@@ -304,6 +305,8 @@ class RuntimeFigures(Record):
     """CTC logits only: the fraction of frames with eager's most likely token."""
     notes: tuple[str, ...]
     latency: Latency
+    profile: Profile | None = field(default=None, metadata=OMITTED_WHEN_NONE)
+    """Where the time went (``--profile``): per operator kind and layer, from profiled runs after the timed ones."""
 
     def __post_init__(self) -> None:
         agreement = self.argmax_agreement_vs_eager
@@ -499,6 +502,11 @@ def format_table(record: dict[str, Any]) -> str:
     for case in record["cases"]:
         lines += _case_lines(case, record["baseline"])
     lines += ["", "RTF: median latency / audio duration (< 1 is faster than real time). runs: timed + warm-up."]
+    for case in record["cases"]:
+        for name, figures in case["runtimes"].items():
+            if figures.get("profile"):
+                at = f" at {case['audio_seconds']:g} s" if case.get("audio_seconds") else ""
+                lines += ["", format_profile(Profile.from_dict(figures["profile"]), f"{name}{at}")]
     return "\n".join(lines)
 
 

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -34,6 +34,7 @@ from audiodeploy.bench.results import (
 from audiodeploy.bench.runtimes import (
     COMPARABLE,
     EagerRuntime,
+    ExecuTorchRuntime,
     OnnxRuntime,
     Runtime,
     export_onnx,
@@ -55,6 +56,7 @@ from audiodeploy.bench.transports import (
     Transport,
     parse_device,
 )
+from audiodeploy.runtime.profile import Profile, sgemm_gflops
 
 if TYPE_CHECKING:
     from audiodeploy.recipes.registry import Recipe
@@ -91,6 +93,9 @@ class BenchRequest:
     """``--device adb`` only: ExecuTorch's ``executor_runner`` built for the phone with the NDK, instead of the
     project's android-arm64 bundle (the default)."""
     seed: int = 0
+    profile: bool = False
+    """Also profile each ExecuTorch program and ONNX Runtime session at each length (``--profile``): per operator
+    kind and layer, after the timed runs, in runs of their own (a profiled run is slower)."""
     name: str | None = None
     """What models.md calls the result; default ``recipe-variant`` or the .pte's stem."""
     command: str | None = None
@@ -198,6 +203,13 @@ def check(request: BenchRequest) -> None:
             raise BenchError("--variant, --source and --weights apply to recipes, not to a .pte")
     if kind != "adb" and request.runner is not None:
         raise BenchError("--runner is for --device adb")
+    if request.profile and kind != "local":
+        raise BenchError(
+            f"--profile reads ExecuTorch's event trace in this process: use --device local, not {kind} "
+            "(or profile the program here with `audiodeploy inspect PTE --profile`)"
+        )
+    if request.profile and request.target == pos_conv.TARGET:
+        raise BenchError("--profile is for a recipe or a .pte; pos-conv compares two lowerings of one convolution")
     if kind in ("adb", "ssh"):
         off_device = [n for n in request.compare if n in _OFF_DEVICE]
         if off_device:
@@ -312,7 +324,7 @@ def _recipe_cases(
                 log(f"lowering {name} for {case.audio_seconds:g} s (fixed length, as the phone's runner needs)")
                 case.runtimes.append(_lowered(name, built.module, case.inputs, None, scheme, keep_fp32))
         return target, list(cases[0].runtimes), cases
-    return target, _recipe_runtimes(built, names, scheme, keep_fp32, threads, log), cases
+    return target, _recipe_runtimes(built, names, scheme, keep_fp32, threads, log, request.profile), cases
 
 
 def _build(recipe: Recipe[Any], request: BenchRequest, log: Log) -> BuiltModel:
@@ -352,8 +364,10 @@ def _recipe_runtimes(
     keep_fp32: Sequence[str],
     threads: int | None,
     log: Log,
+    profile: bool = False,
 ) -> list[Runtime]:
-    """The runtimes `names` of the built module, each taking every length of its range."""
+    """The runtimes `names` of the built module, each taking every length of its range (ONNX Runtime's kept for a
+    profile too, with `profile`)."""
     module = built.module
     runtimes: list[Runtime] = []
     onnx_export = None
@@ -373,7 +387,13 @@ def _recipe_runtimes(
             int8 = name == "onnxruntime-int8"
             runtimes.append(
                 OnnxRuntime(
-                    module, built.example_inputs, built.dynamic_shapes, threads or 1, int8=int8, exported=onnx_export
+                    module,
+                    built.example_inputs,
+                    built.dynamic_shapes,
+                    threads or 1,
+                    int8=int8,
+                    exported=onnx_export,
+                    profile=profile,
                 )
             )
     return runtimes
@@ -421,6 +441,7 @@ def _pte_cases(request: BenchRequest, transport: Transport, log: Log) -> tuple[B
         sidecar = read_sidecar(path)  # a sidecar that is there must describe this program
         sidecar.check_digest(program_digest(runtime.buffer), str(path))
         description = sidecar.description
+        runtime.report = sidecar.lowering
     target = BenchTarget(
         kind="pte",
         recipe=description.recipe if description else None,
@@ -498,7 +519,8 @@ def _measure(
             programs = case.runtimes or runtimes
             log(f"measuring at {case.audio_seconds:g} s of audio" if case.audio_seconds else "measuring")
             measured = transport.measure(programs, case.inputs, counts, log, threads=threads)
-            case_records.append(_case_record(case, measured, baseline))
+            profiles = _profiles(programs, case, counts, log) if request.profile else {}
+            case_records.append(_case_record(case, measured, baseline, profiles))
     finally:
         transport.close(runtimes)
     return BenchRecord(
@@ -530,7 +552,25 @@ def _default_name(request: BenchRequest, target: BenchTarget) -> str:
     return Path(target.path or "").stem
 
 
-def _case_record(case: _Case, measured: dict[str, Measurement], baseline: str | None) -> BenchCase:
+def _profiles(
+    runtimes: Sequence[Runtime], case: _Case, counts: Mapping[str, RunCounts], log: Log
+) -> dict[str, Profile]:
+    """Each ExecuTorch program's and ONNX Runtime session's profile on the case's inputs, read against this
+    machine's sgemm rate (measured first, at the threads the runtimes run with)."""
+    sgemm = sgemm_gflops()
+    profiles = {}
+    for runtime in runtimes:
+        if not isinstance(runtime, ExecuTorchRuntime | OnnxRuntime):
+            continue
+        log(f"profiling {runtime.name}")
+        runs = counts[runtime.name].runs
+        profiles[runtime.name] = replace(runtime.profile(case.inputs, runs, warmup=1), sgemm_gflops=sgemm)
+    return profiles
+
+
+def _case_record(
+    case: _Case, measured: dict[str, Measurement], baseline: str | None, profiles: Mapping[str, Profile]
+) -> BenchCase:
     from audiodeploy.program.fidelity import frame_argmax_agreement, output_snr_db
 
     figures = {}
@@ -554,6 +594,7 @@ def _case_record(case: _Case, measured: dict[str, Measurement], baseline: str | 
             argmax_agreement_vs_eager=agreement,
             notes=tuple(m.notes),
             latency=m.latency,
+            profile=profiles.get(name),
         )
     ratios, paired = {}, {}
     if baseline:

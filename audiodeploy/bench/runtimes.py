@@ -20,10 +20,12 @@ from __future__ import annotations
 
 import contextlib
 import io
+import json
 import logging
+import tempfile
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -31,6 +33,8 @@ from typing import Any
 import torch
 
 from audiodeploy.bench.errors import BenchError
+from audiodeploy.bench.onnx_profile import onnx_profile
+from audiodeploy.runtime.profile import Profile
 
 COMPARABLE = ("stock", "eager", "onnxruntime", "audiodeploy-int8", "onnxruntime-int8")
 """What ``--compare`` accepts, in the order results list them (after ``audiodeploy``)."""
@@ -117,6 +121,8 @@ class ExecuTorchRuntime(Runtime):
         self.origin = origin
         self._program: Any = None  # audiodeploy.runtime.Program once loaded (imported with the runtime)
         self._method: Any = None  # executorch's LoadedMethod
+        self.report: Mapping[str, Any] | None = info.lowering_report
+        """The lowering report (a .pte's: its sidecar's): a profile reads the delegated GEMMs from it."""
 
     def load(self) -> None:
         from audiodeploy.runtime.program import Program, ProgramLoadError
@@ -140,6 +146,14 @@ class ExecuTorchRuntime(Runtime):
     def unload(self) -> None:
         self._method = None
         self._program = None
+
+    def profile(self, inputs: Sequence[torch.Tensor], runs: int, warmup: int) -> Profile:
+        """Where the time goes in ``forward`` on ``inputs`` (:func:`audiodeploy.runtime.profile.profile_program`)."""
+        from audiodeploy.runtime.profile import GemmSites, profile_program
+
+        method = (self.report or {}).get("methods", {}).get("forward")
+        gemms = GemmSites.from_report(method) if isinstance(method, Mapping) else None
+        return profile_program(self.buffer, inputs, runs=runs, warmup=warmup, gemms=gemms)
 
     def input_upper_bounds(self) -> list[tuple[tuple[int, ...], int]]:
         """(shape, ExecuTorch dtype code) of each input at its upper bound, from the program's method meta.
@@ -285,6 +299,7 @@ class OnnxRuntime(Runtime):
         *,
         int8: bool = False,
         exported: OnnxExport | None = None,
+        profile: bool = False,
     ) -> None:
         name = "onnxruntime-int8" if int8 else "onnxruntime"
         require_onnxruntime(name)
@@ -322,8 +337,19 @@ class OnnxRuntime(Runtime):
         )
         self._session: Any = None  # an onnxruntime.InferenceSession once loaded
         self._input_names: list[str] = []
+        # The model kept past load() for profile(): a profiling session must be made with profiling on.
+        self._profiled: bytes | None = model if profile else None
+        self._profiled_weights = self.weights if profile else b""
 
     def load(self) -> None:
+        if self.model is None:
+            raise RuntimeError(f"{self.name}: load() twice")
+        self._session = self._session_for(self.model, self.weights)
+        self._input_names = [i.name for i in self._session.get_inputs()]
+        self.model, self.weights = None, b""  # the session holds its own copy of the weights
+
+    def _session_for(self, model: bytes, weights: bytes, profile_prefix: str | None = None) -> Any:
+        """An InferenceSession as the class docstring says; with ``profile_prefix``, profiling into files there."""
         import onnxruntime
 
         options = onnxruntime.SessionOptions()
@@ -333,22 +359,19 @@ class OnnxRuntime(Runtime):
         options.inter_op_num_threads = 1
         options.add_session_config_entry("session.intra_op.allow_spinning", "0")
         options.log_severity_level = 3
-        if self.weights:
-            options.add_external_initializers_from_files_in_memory(
-                [EXTERNAL_WEIGHTS], [self.weights], [len(self.weights)]
-            )
-        if self.model is None:
-            raise RuntimeError(f"{self.name}: load() twice")
+        if profile_prefix is not None:
+            options.enable_profiling = True
+            options.profile_file_prefix = profile_prefix
+        if weights:
+            options.add_external_initializers_from_files_in_memory([EXTERNAL_WEIGHTS], [weights], [len(weights)])
         try:
-            self._session = onnxruntime.InferenceSession(self.model, options, providers=["CPUExecutionProvider"])
+            return onnxruntime.InferenceSession(model, options, providers=["CPUExecutionProvider"])
         except Exception as error:  # onnxruntime raises its own exception classes, one per status code
             detail = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
             raise BenchError(
                 f"ONNX Runtime cannot load the ONNX export of this model ({detail[:300]}); "
                 f"leave {self.name} out of --compare"
             ) from None
-        self._input_names = [i.name for i in self._session.get_inputs()]
-        self.model, self.weights = None, b""  # the session holds its own copy of the weights
 
     def run(self, inputs: Sequence[torch.Tensor]) -> torch.Tensor:
         if self._session is None:
@@ -358,6 +381,21 @@ class OnnxRuntime(Runtime):
 
     def unload(self) -> None:
         self._session = None
+
+    def profile(self, inputs: Sequence[torch.Tensor], runs: int, warmup: int) -> Profile:
+        """ONNX Runtime's own profile of ``warmup + runs`` runs on ``inputs`` in a second session, as ``load()``
+        makes it but with profiling on (:func:`audiodeploy.bench.onnx_profile.onnx_profile`)."""
+        if self._profiled is None:
+            raise RuntimeError(f"{self.name}: made without profile=True")
+        with tempfile.TemporaryDirectory(prefix="audiodeploy-ort-profile-") as folder:
+            session = self._session_for(self._profiled, self._profiled_weights, profile_prefix=f"{folder}/ort")
+            names = [i.name for i in session.get_inputs()]
+            feed = {name: tensor.numpy() for name, tensor in zip(names, inputs)}
+            for _ in range(warmup + runs):
+                session.run(None, feed)
+            trace = json.loads(Path(session.end_profiling()).read_text(encoding="utf-8"))
+            del session
+        return onnx_profile(trace, warmup)
 
 
 @dataclass(frozen=True)

@@ -10,6 +10,7 @@ import torch
 from torch.export import ExportedProgram
 
 from audiodeploy.lowering.passes._gemms import GEMM_STATIC_SLOTS, gemm_label
+from audiodeploy.program.sizes import SizeTree, to_tree
 
 _DELEGATE_CALL = torch.ops.higher_order.executorch_call_delegate
 # Edge-dialect names of the GEMMs XNNPACK can delegate.
@@ -53,6 +54,19 @@ class SkippedRewrite:
 
 
 @dataclass(frozen=True)
+class DelegatedGemm:
+    """A GEMM inside a delegate, in the order XNNPACK runs them: what a profile attributes time and FLOPs to."""
+
+    delegate: int
+    """Which delegate call of the method holds it, in the order they run (0 first)."""
+    gemm: str
+    """``op @ module.path``."""
+    flops: SizeTree | None
+    """Its floating-point operations (2 per multiply-add) as an expression of the method's input sizes
+    (:mod:`audiodeploy.program.sizes`, with :attr:`MethodReport.size_symbols`); None if not written there."""
+
+
+@dataclass(frozen=True)
 class MethodReport:
     name: str
     delegates: int
@@ -64,6 +78,11 @@ class MethodReport:
     """The graph rewrites (pass class names) that changed this method before partitioning."""
     skipped_rewrites: tuple[SkippedRewrite, ...] = ()
     """What each rewrite looked at and left as it was, grouped by rewrite and reason."""
+    delegated_gemms: tuple[DelegatedGemm, ...] = ()
+    """Every GEMM in a delegate, in the order they run. Added later: older reports lack it."""
+    size_symbols: dict[str, tuple[int, int, int, int]] = field(default_factory=dict)
+    """Each size symbol of :attr:`DelegatedGemm.flops` as (input index, dimension, a, b): that input dimension's
+    size is ``a * symbol + b`` (:data:`audiodeploy.program.sizes.SizeSymbols`)."""
 
     @property
     def bytes_freed(self) -> int:
@@ -204,6 +223,13 @@ class LoweringReport:
                 skipped_rewrites=tuple(
                     SkippedRewrite(s["rewrite"], s["reason"], tuple(s["nodes"])) for s in m.get("skipped_rewrites", ())
                 ),
+                delegated_gemms=tuple(
+                    DelegatedGemm(int(g["delegate"]), str(g["gemm"]), g["flops"]) for g in m.get("delegated_gemms", ())
+                ),
+                size_symbols={
+                    str(symbol): (int(at[0]), int(at[1]), int(at[2]), int(at[3]))
+                    for symbol, at in m.get("size_symbols", {}).items()
+                },
             )
             for name, m in data["methods"].items()
         }
@@ -308,10 +334,13 @@ def describe_lowered_method(
     delegates = 0
     outside: Counter[str] = Counter()
     declined = []
+    delegated_gemms: list[DelegatedGemm] = []
     for node in lowered.graph.nodes:
         if node.op != "call_function":
             continue
         if node.target is _DELEGATE_CALL:
+            delegate = getattr(lowered.graph_module, node.args[0].target).original_module
+            delegated_gemms.extend(_delegated_gemms(delegate, delegates))
             delegates += 1
             continue
         if node.target.__module__ == "_operator":  # getitem unpacking a delegate's outputs
@@ -330,4 +359,72 @@ def describe_lowered_method(
         gemms_not_delegated=tuple(declined),
         rewrites=rewrites,
         skipped_rewrites=skipped_rewrites,
+        delegated_gemms=tuple(delegated_gemms),
+        size_symbols=_size_symbols(lowered),
     )
+
+
+def _delegated_gemms(delegate: ExportedProgram, index: int) -> list[DelegatedGemm]:
+    """The GEMMs of one delegate's graph, in its order: XNNPACK defines one operator per node, in this order."""
+    return [
+        DelegatedGemm(index, gemm_label(node), gemm_flops(node))
+        for node in delegate.graph.nodes
+        if node.op == "call_function" and op_name(node) in _GEMM_OPS
+    ]
+
+
+def gemm_flops(node: torch.fx.Node) -> SizeTree | None:
+    """2 x the multiply-adds of a GEMM node, as a size expression; None where its sizes are not known."""
+    import sympy
+
+    op = op_name(node)
+    if op == "aten.convolution":
+        weight = _value(node.args[1])
+        if weight is None:
+            return None
+        if node.args[6]:  # transposed, weight [in, out/groups, *kernel]: each input element feeds out/groups x kernel
+            elements, per_element = _value(node.args[0]), [weight.shape[1], *weight.shape[2:]]
+        else:  # each output element takes in/groups x kernel
+            elements, per_element = node.meta.get("val"), list(weight.shape[1:])
+    else:
+        first = _value(node.args[1] if op == "aten.addmm" else node.args[0])
+        if first is None:
+            return None
+        elements, per_element = node.meta.get("val"), [first.shape[-1]]
+    if not isinstance(elements, torch.Tensor):
+        return None
+    factors = [
+        size.node.expr if isinstance(size, torch.SymInt) else sympy.Integer(int(size))
+        for size in (*elements.shape, *per_element)
+    ]
+    return to_tree(sympy.Mul(2, *factors))
+
+
+def _value(argument: object) -> torch.Tensor | None:
+    value = argument.meta.get("val") if isinstance(argument, torch.fx.Node) else None
+    return value if isinstance(value, torch.Tensor) else None
+
+
+def _size_symbols(program: ExportedProgram) -> dict[str, tuple[int, int, int, int]]:
+    """Where a size expression reads each size symbol: an input dimension of size ``a * symbol + b`` (export
+    writes a length of 320 frames plus 80 samples so), as (input index, dimension, a, b)."""
+    symbols: dict[str, tuple[int, int, int, int]] = {}
+    inputs = [n for n in program.graph.nodes if n.op == "placeholder" and n.name in _user_input_names(program)]
+    for index, node in enumerate(inputs):
+        value = node.meta.get("val")
+        for dim, size in enumerate(getattr(value, "shape", ())):
+            if not isinstance(size, torch.SymInt) or len(size.node.expr.free_symbols) != 1:
+                continue
+            expression = size.node.expr
+            (symbol,) = expression.free_symbols
+            polynomial = expression.as_poly(symbol)
+            if polynomial is None or polynomial.degree() != 1:
+                continue
+            a, b = polynomial.all_coeffs()
+            if a.is_Integer and b.is_Integer and a > 0:
+                symbols.setdefault(str(symbol), (index, dim, int(a), int(b)))
+    return symbols
+
+
+def _user_input_names(program: ExportedProgram) -> set[str]:
+    return set(program.graph_signature.user_inputs)

@@ -74,6 +74,27 @@ def test_compare_json_holds_every_runtimes_figures_and_the_ratios(tiny_wav2vec2_
     )
 
 
+def test_profile_shows_where_each_program_and_session_spends_its_time(tiny_wav2vec2_bench):
+    stdout, directory = tiny_wav2vec2_bench
+    (case,) = json.loads((directory / "r.json").read_text())["cases"]
+    for name in ("audiodeploy", "stock", "audiodeploy-int8", "onnxruntime", "onnxruntime-int8"):
+        profile = case["runtimes"][name]["profile"]
+        assert profile["median_ms"] > 0 and profile["operators"], name
+        assert sum(o["share"] for o in profile["operators"]) <= 1.0 + 1e-9, name
+        assert profile["engine"] == ("onnxruntime" if name.startswith("onnx") else "executorch")
+        assert profile["sgemm_gflops"] > 0
+    assert "profile" not in case["runtimes"]["eager"]
+    ours = case["runtimes"]["audiodeploy"]["profile"]
+    layers = [layer["name"] for layer in ours["layers"]]
+    assert layers[0] == "model.wav2vec2.feature_extractor.conv_layers.0" and "model.lm_head" in layers
+    assert "model.wav2vec2.encoder.layers.1" in layers
+    assert ours["gemm_gflops"] > 0
+    # Stock leaves the weight-normed positional convolution outside its delegates: it shows as a kernel there.
+    stock = {o["name"] for o in case["runtimes"]["stock"]["profile"]["operators"]}
+    assert "convolution.out (outside delegates)" in stock
+    assert "profile of audiodeploy at 1 s (executorch)" in stdout and "profile of onnxruntime at 1 s" in stdout
+
+
 def test_compare_writes_a_png_chart(tiny_wav2vec2_bench):
     _, directory = tiny_wav2vec2_bench
     png = (directory / "r.png").read_bytes()

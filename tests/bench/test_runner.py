@@ -30,6 +30,8 @@ def test_compare_names_are_checked_and_put_in_order():
         (BenchRequest("wav2vec2", device="adb", runner="r", compare=("eager",)), "drop eager from --compare"),
         (BenchRequest("wav2vec2", runner="r"), "--runner is for --device adb"),
         (BenchRequest("missing.pte"), "missing.pte: no such file"),
+        (BenchRequest("wav2vec2", device="native", profile=True), "--profile reads ExecuTorch's event trace"),
+        (BenchRequest("pos-conv", profile=True), "--profile is for a recipe or a .pte"),
     ],
 )
 def test_mistakes_are_found_before_anything_is_built(request_, message):
