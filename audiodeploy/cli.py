@@ -181,12 +181,16 @@ class _ExportRequest:
     """None: the recipe's default range."""
     fold: bool
     int8: _Int8Request | None
-    """None: fp32."""
+    """None: fp32 (or fp16)."""
+    fp16: bool
+    """``--dtype fp16``: folded in fp32, stored and computed in fp16."""
     target: Path
     sidecar: Path
 
 
-@app.command(help="Build a recipe's model, lower it to XNNPACK (fp32 or int8) and write a .pte with a JSON sidecar.")
+@app.command(
+    help="Build a recipe's model, lower it to XNNPACK (fp32, fp16 or int8) and write a .pte with a JSON sidecar."
+)
 def export(
     recipe: Annotated[
         str | None,
@@ -253,6 +257,13 @@ def export(
             "output or waveform SNR against fp32) instead of writing it with a warning.",
         ),
     ] = False,
+    dtype: Annotated[
+        str,
+        typer.Option(
+            help="fp32, or fp16: weights and arithmetic in half precision (computed weights folded in fp32 first; "
+            "float32 in and out), half the size; its fidelity against fp32 eager is reported."
+        ),
+    ] = "fp32",
     output: Annotated[Path | None, typer.Option("-o", "--output", help="Where to write the .pte.")] = None,
 ) -> None:
     """`audiodeploy export`. Long for its option declarations alone, which typer reads from the signature (the help
@@ -272,6 +283,7 @@ def export(
         keep_fp32=keep_fp32,
         sensitivity=sensitivity,
         strict=strict,
+        dtype=dtype,
         output=output,
     )
     built = _build(request)
@@ -299,6 +311,7 @@ def _export_request(
     sensitivity: bool,
     strict: bool,
     output: Path | None,
+    dtype: str = "fp32",
 ) -> _ExportRequest:
     """`export`'s options as a request, every mistake in them refused before the model is built: the lengths, the
     recipe, its variant and source, the int8 options, then the files to write."""
@@ -324,11 +337,14 @@ def _export_request(
         sensitivity=sensitivity,
         strict=strict,
     )
+    if dtype not in ("fp32", "fp16"):
+        raise UserError(f"--dtype {dtype}: give fp32 or fp16 (for int8, --quantize)")
+    if dtype == "fp16" and quantize is not None:
+        raise UserError("--dtype fp16 and --quantize: choose one (an int8 program keeps its other parts in fp32)")
     length_range = _length_range(recipe, seconds, min_seconds, max_seconds)
     named_after = _checkpoint_name(weights) if recipe_name is None else None
-    default_output = Path(
-        f"{named_after or _default_program_name(recipe, chosen_variant)}{_scheme_suffix(quantize)}.pte"
-    )
+    suffix = "-fp16" if dtype == "fp16" else _scheme_suffix(quantize)
+    default_output = Path(f"{named_after or _default_program_name(recipe, chosen_variant)}{suffix}.pte")
     target, sidecar = _program_targets(output or default_output)
     return _ExportRequest(
         recipe=recipe,
@@ -338,6 +354,7 @@ def _export_request(
         length_range=length_range,
         fold=fold,
         int8=int8,
+        fp16=dtype == "fp16",
         target=target,
         sidecar=sidecar,
     )
@@ -456,6 +473,8 @@ def _calibration(request: _ExportRequest, built: BuiltModel) -> list[tuple[torch
 def _lower(
     request: _ExportRequest, built: BuiltModel, calibration: list[tuple[torch.Tensor, ...]] | None
 ) -> LoweredProgram:
+    import torch
+
     import audiodeploy
     from audiodeploy.lowering.quantize import SENSITIVITY_STAGE
     from audiodeploy.recipes.calibration import fidelity_measures
@@ -475,7 +494,9 @@ def _lower(
             built.module,
             built.example_inputs,
             dynamic_shapes=built.dynamic_shapes,
-            options=audiodeploy.LoweringOptions(fold=request.fold, quantization=quantization),
+            options=audiodeploy.LoweringOptions(
+                fold=request.fold, quantization=quantization, dtype=torch.float16 if request.fp16 else torch.float32
+            ),
             progress=_ProgressLines(announced=frozenset({SENSITIVITY_STAGE})),
         )
 
@@ -485,8 +506,8 @@ def _check_against_eager(request: _ExportRequest, lowered: LoweredProgram, built
     program is refused."""
     with _step("checking the program against eager PyTorch"):
         max_abs_diff = _max_abs_diff(lowered, built)
-    # int8 is measured by its fidelity (in the report and the sidecar), not held to the fp32 tolerance.
-    if request.int8 is None and max_abs_diff > built.atol:
+    # int8 and fp16 are measured by their fidelity (in the report and the sidecar), not held to the fp32 tolerance.
+    if request.int8 is None and not request.fp16 and max_abs_diff > built.atol:
         raise UserError(
             f"the lowered program differs from eager PyTorch by {max_abs_diff:.2e} (tolerance {built.atol:.0e}); "
             "nothing was written: please report this with the command you ran"
@@ -518,11 +539,9 @@ def _print_export_summary(
     request: _ExportRequest, lowered: LoweredProgram, built: BuiltModel, max_abs_diff: float
 ) -> None:
     out.print(lowered.report.describe(verbose=_output.verbose()), markup=False)
-    tolerance = (
-        f"tolerance {built.atol:.0e}"
-        if request.int8 is None
-        else f"{request.int8.scheme}; fp32 tolerance {built.atol:.0e} not applied"
-    )
+    tolerance = f"tolerance {built.atol:.0e}"
+    if request.int8 is not None or request.fp16:
+        tolerance = f"{request.int8.scheme if request.int8 else 'fp16'}; fp32 tolerance {built.atol:.0e} not applied"
     out.print(f"max abs diff vs eager: {max_abs_diff:.2e} ({tolerance})")
     out.print(
         f"wrote {display(request.target)} ({lowered.report.pte_bytes / 2**20:.1f} MiB) and "
@@ -893,7 +912,7 @@ def bench(
     compare: Annotated[
         str | None,
         typer.Option(
-            help="Also measure, in the same run: stock,eager,onnxruntime,audiodeploy-int8,onnxruntime-int8 (any of them)."
+            help="Also measure, in the same run: stock,eager,onnxruntime,audiodeploy-fp16,audiodeploy-int8,onnxruntime-int8 (any of them)."
         ),
     ] = None,
     runs: Annotated[int, typer.Option(help="Timed runs of each runtime (stock: --stock-runs).")] = 10,

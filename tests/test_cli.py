@@ -60,6 +60,42 @@ def test_vocoder_run_on_a_mel_writes_a_wav_of_the_expected_length(vocoder_model,
     assert len(audio) == frames * spec["samples_per_step"]
 
 
+def test_export_fp16_writes_a_half_precision_vocoder_that_runs_beside_its_fp32_one(vocoder_model, tmp_path):
+    exported = audiodeploy(
+        "export",
+        "hifigan",
+        "--variant",
+        "tiny-v3",
+        "--dtype",
+        "fp16",
+        "--min-seconds",
+        "0.1",
+        "--max-seconds",
+        "1",
+        cwd=tmp_path,
+    )
+    assert exported.returncode == 0, exported.stderr
+    assert "precision: float16" in exported.stdout and "fp32 tolerance 1e-03 not applied" in exported.stdout
+    program = tmp_path / "hifigan-tiny-v3-fp16.pte"  # beside the fp32 program's name, not over it
+    precision = json.loads(program.with_suffix(".json").read_text())["lowering"]["precision"]
+    assert precision["dtype"] == "float16" and precision["fidelity"]["forward"]["snr_db"] > 40
+    frames = 20
+    mel = np.random.default_rng(0).standard_normal((frames, 80)).astype(np.float32)
+    np.save(tmp_path / "mel.npy", mel)
+    for pte, wav in ((program, "half.wav"), (vocoder_model, "full.wav")):
+        result = audiodeploy("run", str(pte), str(tmp_path / "mel.npy"), "-o", str(tmp_path / wav))
+        assert result.returncode == 0, result.stderr
+    half, _ = soundfile.read(str(tmp_path / "half.wav"))
+    full, _ = soundfile.read(str(tmp_path / "full.wav"))
+    assert half.shape == full.shape and np.abs(half - full).max() < 0.02  # 16-bit wavs of the same model
+    inspected = audiodeploy("inspect", str(program))
+    assert inspected.returncode == 0 and "precision: float16" in inspected.stdout
+    assert_clean_error(audiodeploy("export", "hifigan", "--dtype", "bf16", cwd=tmp_path), "--dtype bf16", "fp16")
+    assert_clean_error(
+        audiodeploy("export", "hifigan", "--dtype", "fp16", "--quantize", "int8-static", cwd=tmp_path), "choose one"
+    )
+
+
 def test_vocoder_run_on_a_waveform_computes_the_mel_first(vocoder_model, tmp_path):
     sidecar = json.loads(vocoder_model.with_suffix(".json").read_text())
     rate = sidecar["model"]["sample_rate"]

@@ -23,6 +23,7 @@ COLORS = {
     "stock": "#b2182b",
     "eager": "#2166ac",
     "onnxruntime": "#e08214",
+    "audiodeploy-fp16": "#1b7837",
     "audiodeploy-int8": "#5aae61",
     "onnxruntime-int8": "#fdb863",
 }

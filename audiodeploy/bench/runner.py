@@ -354,6 +354,7 @@ def _recipe_case(built: BuiltModel, seconds: float, seed: int) -> _Case:
 _HOW_LOWERED = {
     "audiodeploy": "computed weights folded, graph rewritten for XNNPACK",
     "stock": "stock ExecuTorch",
+    "audiodeploy-fp16": "folded in fp32, then fp16",
 }
 
 
@@ -372,7 +373,7 @@ def _recipe_runtimes(
     runtimes: list[Runtime] = []
     onnx_export = None
     for name in names:
-        if name in ("audiodeploy", "stock", "audiodeploy-int8"):
+        if name in ("audiodeploy", "stock", "audiodeploy-fp16", "audiodeploy-int8"):
             how = _HOW_LOWERED.get(name, f"folded, then {scheme}")
             log(f"lowering {name} ({how}); large models take minutes")
             runtimes.append(_lowered(name, module, built.example_inputs, built.dynamic_shapes, scheme, keep_fp32))
@@ -402,8 +403,10 @@ def _recipe_runtimes(
 def _lowered(
     name: str, module: torch.nn.Module, inputs, dynamic_shapes, scheme: str, keep_fp32: Sequence[str]
 ) -> Runtime:
-    """The ExecuTorch runtime ``name`` stands for: audiodeploy, stock, or audiodeploy-int8 (``scheme``, with the
-    GEMMs of ``keep_fp32`` in fp32)."""
+    """The ExecuTorch runtime ``name`` stands for: audiodeploy, stock, audiodeploy-fp16, or audiodeploy-int8
+    (``scheme``, with the GEMMs of ``keep_fp32`` in fp32)."""
+    if name == "audiodeploy-fp16":
+        return lower_module(name, module, inputs, dynamic_shapes, fold=True, dtype=torch.float16)
     if name == "audiodeploy-int8":
         return lower_module(name, module, inputs, dynamic_shapes, fold=True, quantize=scheme, keep_fp32=keep_fp32)
     return lower_module(name, module, inputs, dynamic_shapes, fold=name == "audiodeploy")

@@ -36,7 +36,7 @@ from audiodeploy.bench.errors import BenchError
 from audiodeploy.bench.onnx_profile import onnx_profile
 from audiodeploy.runtime.profile import Profile
 
-COMPARABLE = ("stock", "eager", "onnxruntime", "audiodeploy-int8", "onnxruntime-int8")
+COMPARABLE = ("stock", "eager", "onnxruntime", "audiodeploy-fp16", "audiodeploy-int8", "onnxruntime-int8")
 """What ``--compare`` accepts, in the order results list them (after ``audiodeploy``)."""
 
 LABELS = {
@@ -45,6 +45,7 @@ LABELS = {
     "stock": "stock ExecuTorch lowering",
     "eager": "eager PyTorch",
     "onnxruntime": "ONNX Runtime",
+    "audiodeploy-fp16": "audiodeploy fp16 (ExecuTorch + XNNPACK, folded in fp32, then stored and run in fp16)",
     "audiodeploy-int8": "audiodeploy int8 (ExecuTorch + XNNPACK, folded, then quantized)",
     "onnxruntime-int8": "ONNX Runtime int8 (quantize_dynamic, QInt8)",
 }
@@ -179,9 +180,10 @@ def lower_module(
     fold: bool,
     quantize: str | None = None,
     keep_fp32: Sequence[str] = (),
+    dtype: torch.dtype = torch.float32,
 ) -> ExecuTorchRuntime:
     """Lower ``module`` with ``audiodeploy.lower`` (``fold=False``: stock ExecuTorch; ``quantize``: int8 with that
-    scheme, with the GEMMs of ``keep_fp32`` in fp32) into a runtime."""
+    scheme, with the GEMMs of ``keep_fp32`` in fp32; ``dtype``: fp32 or fp16) into a runtime."""
     from audiodeploy import LoweringOptions, Quantization, QuantizationScheme, lower
 
     quantization = None
@@ -192,7 +194,7 @@ def lower_module(
         module,
         example_inputs,
         dynamic_shapes=dynamic_shapes,
-        options=LoweringOptions(fold=fold, quantization=quantization),
+        options=LoweringOptions(fold=fold, quantization=quantization, dtype=dtype),
     )
     prepare_s = time.perf_counter() - start
     if lowered.external_data:
@@ -212,6 +214,10 @@ def lower_module(
         kept = f"; kept fp32: {', '.join(keep_fp32)}" if keep_fp32 else "; nothing kept fp32"
         # Worded as the records in benchmarks/results/ have it, so that old and new records read alike.
         info.notes.append(f"audiodeploy.lower(quantize={quantize!r}){kept}")
+    if lowered.report.precision is not None:
+        fidelity = lowered.report.precision.fidelity.get("forward", {})
+        shown = ", ".join(f"{k} {v:.4g}" for k, v in fidelity.items())
+        info.notes.append(f"audiodeploy.lower(dtype=torch.float16); vs fp32 eager: {shown}")
     return ExecuTorchRuntime(info, lowered.buffer, origin=f"{name} lowering")
 
 

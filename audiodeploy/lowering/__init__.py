@@ -28,6 +28,7 @@ from audiodeploy.lowering.report import (
     LoweringReport,
     MethodReport,
     NotFolded,
+    PrecisionReport,
     QuantizationReport,
     QuantizedMethod,
 )
@@ -49,6 +50,7 @@ __all__ = [
     "ProgramRunner",
     "Quantization",
     "QuantizationError",
+    "PrecisionReport",
     "QuantizationReport",
     "QuantizationScheme",
     "QuantizedMethod",

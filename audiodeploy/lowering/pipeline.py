@@ -75,6 +75,7 @@ from torch.utils import _pytree as pytree
 
 from audiodeploy._files import atomic_write_bytes
 from audiodeploy.errors import AudiodeployError
+from audiodeploy.lowering.half_precision import as_float16, default_dtype
 from audiodeploy.lowering.integer_constants import export_with_exact_integer_constants
 from audiodeploy.lowering.partitioner import ExplainingXnnpackPartitioner
 from audiodeploy.lowering.passes import Rewritten, rewrite_for_xnnpack
@@ -104,6 +105,7 @@ from audiodeploy.lowering.report import (
     LoweringReport,
     MethodReport,
     NotFolded,
+    PrecisionReport,
     QuantizationReport,
     QuantizedMethod,
     SkippedRewrite,
@@ -161,10 +163,17 @@ class LoweringOptions:
     still gives stock lowering."""
     quantization: Quantization | None = None
     """int8 (:class:`~audiodeploy.lowering.quantize.Quantization`, its options checked there); None: fp32."""
+    dtype: torch.dtype = torch.float32
+    """``torch.float16``: an fp16 program, folded in fp32 and stored and computed in fp16, with float32 inputs and
+    outputs (:mod:`~audiodeploy.lowering.half_precision`); its fidelity against eager is measured and reported."""
 
     def __post_init__(self) -> None:
         if self.rewrite is None:
             object.__setattr__(self, "rewrite", self.fold)  # frozen: as dataclasses' own __init__ sets fields
+        if self.dtype not in (torch.float32, torch.float16):
+            raise ValueError(f"dtype {self.dtype}: lower() writes torch.float32 or torch.float16 programs")
+        if self.dtype == torch.float16 and self.quantization is not None:
+            raise ValueError("dtype=torch.float16 and quantization: choose one (int8 keeps its fp32 parts in fp32)")
         if self.quantization is not None and not isinstance(self.quantization, Quantization):
             raise TypeError(
                 f"quantization takes a Quantization, e.g. Quantization({str(self.quantization)!r}), "
@@ -232,10 +241,11 @@ def lower(
     ``"measuring sensitivity: GEMM 3 of 40 (linear @ model.lm_head)"``), for a caller to show.
     """
     quantization = options.quantization
-    if quantization is not None and run_program is None:
+    half = options.dtype == torch.float16
+    if (quantization is not None or half) and run_program is None:
         raise TypeError(
-            "lower() runs a quantized program to measure its fidelity: give run_program= (audiodeploy.lower gives "
-            "one on audiodeploy.runtime)"
+            "lower() runs a quantized or fp16 program to measure its fidelity: give run_program= (audiodeploy.lower "
+            "gives one on audiodeploy.runtime)"
         )
     methods = _as_methods(program, example_inputs, dynamic_shapes)
     exported = {
@@ -247,7 +257,7 @@ def lower(
     rewrites = {name: rewrite_for_xnnpack(ep) if options.rewrite else None for name, ep in exported.items()}
     plans = {name: plan_folds(ep) if options.fold else None for name, ep in exported.items()}
     if quantization is None:
-        lowered, int8 = _lower_fp32(exported, plans, export_ranges), None
+        lowered, int8 = _lower_fp32(exported, plans, export_ranges, methods if half else None), None
     else:
         single = isinstance(program, torch.nn.Module)
         lowered, int8 = _lower_int8(methods, exported, plans, quantization, single, progress)
@@ -255,16 +265,20 @@ def lower(
     methods_report = {name: _method_report(name, lowered, plans[name], rewrites[name]) for name in exported}
     executorch_program = _to_executorch(lowered)
     buffer, external_data = executorch_program.buffer, _external_data(executorch_program)
-    quantization_report = None
+    quantization_report = precision_report = None
     if int8 is not None:
         assert run_program is not None  # refused above
         quantization_report = _quantization_report(int8, methods, buffer, external_data, run_program)
+    if half:
+        assert run_program is not None  # refused above
+        precision_report = _precision_report(methods, buffer, external_data, run_program)
     report = LoweringReport(
         fold=options.fold,
         pte_bytes=len(buffer),
         methods=methods_report,
         rewrite=bool(options.rewrite),  # None was resolved to fold by LoweringOptions
         quantization=quantization_report,
+        precision=precision_report,
     )
     _warn_gemms_not_delegated(report)
     return LoweredProgram(buffer, report, external_data)
@@ -411,17 +425,19 @@ def _lower_fp32(
     exported: dict[str, ExportedProgram],
     plans: Mapping[str, FoldPlan | None],
     export_ranges: Mapping[str, SymbolRanges],
+    half: Mapping[str, Method] | None = None,
 ) -> _Lowered:
-    """Steps 3 and 4: lower with every planned fold; drop each fold XNNPACK declines and lower again."""
+    """Steps 3 and 4: lower with every planned fold; drop each fold XNNPACK declines and lower again. With
+    ``half`` (the methods), each program is made fp16 after its folds."""
     to_fold = _planned(plans)
     declined: dict[str, list[NotFolded]] = {name: [] for name in exported}
-    lowered = _lower_folded(exported, to_fold, export_ranges, declined)
+    lowered = _lower_folded(exported, to_fold, export_ranges, declined, half)
     # Each round drops at least one fold (remove() would raise otherwise), so this ends; usually it does not run.
     while outside := lowered.folds_outside_delegates():
         for name, candidate, reason in outside:
             to_fold[name].remove(candidate)
             declined[name].append(NotFolded(candidate.gemm_label, reason))
-        lowered = _lower_folded(exported, to_fold, export_ranges, declined)
+        lowered = _lower_folded(exported, to_fold, export_ranges, declined, half)
     return lowered
 
 
@@ -434,9 +450,23 @@ def _lower_folded(
     to_fold: Mapping[str, list[FoldCandidate]],
     export_ranges: Mapping[str, SymbolRanges],
     declined: dict[str, list[NotFolded]],
+    half: Mapping[str, Method] | None = None,
 ) -> _Lowered:
     folded = {name: apply_folds(ep, to_fold[name]) for name, ep in exported.items()}
-    edge, partitioners = _to_edge({name: ep for name, (ep, _) in folded.items()})
+    programs = {name: ep for name, (ep, _) in folded.items()}
+    if half is not None:
+        programs = {
+            name: as_float16(ep, tuple(half[name].example_inputs), half[name].dynamic_shapes)
+            for name, ep in programs.items()
+        }
+        # The symbols of the second export are new: plan memory from its ranges, taken before lowering narrows them.
+        export_ranges = {name: export_symbol_ranges(ep) for name, ep in programs.items()}
+        # to_edge makes the scalars of ops tensors of the default dtype: fp16 ones, or each would be cast outside
+        # the delegates on every call.
+        with default_dtype(torch.float16):
+            edge, partitioners = _to_edge(programs)
+    else:
+        edge, partitioners = _to_edge(programs)
     return _Lowered(edge, partitioners, {name: a for name, (_, a) in folded.items()}, export_ranges, declined)
 
 
@@ -581,6 +611,23 @@ def _quantization_report(
         keep_fp32=tuple(quantization.keep_fp32),
         fidelity_inputs="given inputs" if given else f"{FIDELITY_INPUT_COUNT} generated signals",
         methods=report_methods,
+    )
+
+
+def _precision_report(
+    methods: Mapping[str, Method], buffer: bytes, external_data: Mapping[str, bytes], run_program: ProgramRunner
+) -> PrecisionReport:
+    """The fp16 program run on generated signals and compared with fp32 eager, per method."""
+    data = next(iter(external_data.values()), None)
+    fidelity = {}
+    for name, method in methods.items():
+        inputs = _fidelity_inputs(None, name, True, method)
+        with torch.no_grad():
+            references = [_first(method.module(*case)) for case in inputs]
+        actuals = [outputs[0] for outputs in run_program(buffer, data, name, inputs)]
+        fidelity[name] = fidelity_measures.measure(references, actuals)
+    return PrecisionReport(
+        dtype="float16", fidelity_inputs=f"{FIDELITY_INPUT_COUNT} generated signals", fidelity=fidelity
     )
 
 

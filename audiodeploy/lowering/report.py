@@ -190,6 +190,32 @@ class QuantizationReport:
 
 
 @dataclass(frozen=True)
+class PrecisionReport:
+    """An fp16 program: how close it stays to fp32 eager."""
+
+    dtype: str
+    """``float16``: weights, activations and arithmetic (inputs and outputs stay float32)."""
+    fidelity_inputs: str
+    fidelity: dict[str, dict[str, float]] = field(default_factory=dict)
+    """Method -> measure name -> value against fp32 eager (``snr_db``, ``max_abs_diff``, ...)."""
+
+    @classmethod
+    def from_dict(cls, data: dict) -> PrecisionReport:
+        return cls(
+            dtype=str(data["dtype"]),
+            fidelity_inputs=str(data.get("fidelity_inputs", "")),
+            fidelity={m: {k: float(v) for k, v in f.items()} for m, f in data.get("fidelity", {}).items()},
+        )
+
+    def describe_lines(self) -> list[str]:
+        lines = [f"precision: {self.dtype} (folded in fp32, stored and computed in {self.dtype}; float32 in and out)"]
+        for method, measures in self.fidelity.items():
+            shown = ", ".join(f"{k} {v:.4g}" for k, v in measures.items())
+            lines.append(f"  method {method}: vs fp32 eager on {self.fidelity_inputs}: {shown}")
+        return lines
+
+
+@dataclass(frozen=True)
 class LoweringReport:
     fold: bool
     """Whether computed GEMM weights were folded (False: stock ExecuTorch lowering)."""
@@ -199,6 +225,8 @@ class LoweringReport:
     """Whether the graph was rewritten for XNNPACK before partitioning (False: as exported)."""
     quantization: QuantizationReport | None = None
     """How the program was quantized and how close it stays to fp32; None for an fp32 program."""
+    precision: PrecisionReport | None = None
+    """An fp16 program's precision and fidelity; None for fp32 and int8 programs."""
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -233,13 +261,14 @@ class LoweringReport:
             )
             for name, m in data["methods"].items()
         }
-        quantization = data.get("quantization")
+        quantization, precision = data.get("quantization"), data.get("precision")
         return cls(
             fold=data["fold"],
             pte_bytes=data["pte_bytes"],
             methods=methods,
             rewrite=data.get("rewrite", False),
             quantization=QuantizationReport.from_dict(quantization) if quantization else None,
+            precision=PrecisionReport.from_dict(precision) if precision else None,
         )
 
     def __str__(self) -> str:
@@ -277,6 +306,8 @@ class LoweringReport:
             )
         if self.quantization is not None:
             lines.extend(self.quantization.describe_lines(verbose))
+        if self.precision is not None:
+            lines.extend(self.precision.describe_lines())
         return "\n".join(lines)
 
 

@@ -13,6 +13,7 @@ from audiodeploy.runtime import ProgramLoadError
 
 def test_compare_names_are_checked_and_put_in_order():
     assert parse_compare("onnxruntime, stock") == ("stock", "onnxruntime")
+    assert parse_compare("audiodeploy-int8,audiodeploy-fp16") == ("audiodeploy-fp16", "audiodeploy-int8")
     assert parse_compare(None) == ()
     with pytest.raises(BenchError, match="--compare tflite: choose among stock, eager, onnxruntime"):
         parse_compare("stock,tflite")

@@ -10,11 +10,14 @@ import subprocess
 
 import pytest
 import torch
+from torch.export import Dim
 
+import audiodeploy
 from audiodeploy.native import RunOptions, copy_runner, run_runner
 from audiodeploy.native.build import BuiltRunner
 from audiodeploy.native.tools import BUNDLE_SYSTEM_LIBRARIES
-from tests.native.conftest import CHANNELS
+from audiodeploy.runtime.program import Program
+from tests.native.conftest import CHANNELS, MAX_LENGTH
 
 # XNNPACK's arm64 kernels sum in another order than its x86-64 ones.
 ATOL = 1e-5
@@ -26,6 +29,31 @@ def test_linux_aarch64_fp32_under_qemu_matches_eager(arm64_runner, tiny_program)
     torch.testing.assert_close(run.outputs[0], tiny_program.eager(x), atol=ATOL, rtol=0)
     assert run.emulated
     assert run.report.cpu.architecture == "aarch64" and run.report.cpu.machine == "aarch64"
+
+
+def test_an_fp16_program_under_qemu_with_fp16_arithmetic_matches_the_x86_64_run(
+    arm64_runner, tiny_program, tmp_path, monkeypatch
+):
+    """A Cortex-A76 has ARMv8.2's fp16 arithmetic: XNNPACK's arm64 fp16 kernels run (emulated), where this x86-64
+    machine's convert around fp32 arithmetic. Both round to fp16 between operators."""
+    monkeypatch.setenv("QEMU_CPU", "cortex-a76")
+    length = Dim("length", min=4, max=MAX_LENGTH)
+    lowered = audiodeploy.lower(
+        tiny_program.module,
+        (torch.randn(1, CHANNELS, 32),),
+        dynamic_shapes=({2: length},),
+        options=audiodeploy.LoweringOptions(dtype=torch.float16),
+    )
+    path = lowered.save(tmp_path / "tiny-fp16.pte")
+    x = torch.randn(1, CHANNELS, 40)
+    on_x86 = Program.load(path).run((x,))[0]
+    run = run_runner(arm64_runner, path, [x], RunOptions(warmup=0, iterations=1))
+    assert run.emulated_cpu == "cortex-a76" and run.outputs[0].dtype == torch.float32
+    eager = tiny_program.eager(x)
+    scale = float(eager.abs().max())
+    # fp16 keeps 11 bits: each side within a few of its units of eager, and of each other.
+    torch.testing.assert_close(run.outputs[0], eager, atol=4e-3 * scale, rtol=0)
+    torch.testing.assert_close(run.outputs[0], on_x86, atol=4e-3 * scale, rtol=0)
 
 
 def test_android_bundle_runs_through_its_own_loader_from_a_copied_folder(android_bundle, tiny_program, tmp_path):
