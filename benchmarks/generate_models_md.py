@@ -238,6 +238,46 @@ def int8_summary(results: list[dict]) -> list[str]:
     return lines + [""]
 
 
+def _is_fp16(result: dict) -> bool:
+    """Whether a bench record compared audiodeploy's fp16 program."""
+    return "audiodeploy-fp16" in result["runtimes"]
+
+
+def fp16_summary(results: list[dict]) -> list[str]:
+    """One row per model and length measured with the fp16 program: latency, size and fidelity beside fp32."""
+    lines = [
+        "## fp16 beside fp32 (`audiodeploy bench --compare audiodeploy-fp16,onnxruntime`)",
+        "",
+        "Median latency and program size of audiodeploy's fp32 and fp16 programs of the same module (fp16: folded "
+        "in fp32, stored and computed in fp16), and the fp16 program's output SNR against eager fp32 PyTorch. "
+        "XNNPACK computes fp16 natively on arm64 with ARMv8.2 FP16 and on x86 with AVX512-FP16 only; the CPU "
+        "column says what the machine had. ExecuTorch 1.5.1 stores convolution weights in fp32 in either program.",
+        "",
+        "| model | input | measured | CPU (fp16 arithmetic) | audiodeploy fp32 | audiodeploy-fp16 | ONNX Runtime fp32 "
+        "| fp16 / fp32 time | fp16 / fp32 size | fp16 SNR |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for result, case, figures in _cases(results):
+        runtimes = result["runtimes"]
+        machine = result["machine"]
+        extensions = machine.get("vector_extensions") or ()
+        native = "avx512_fp16" in extensions or "asimdhp" in extensions
+
+        def cell(name: str) -> str:
+            size = runtimes.get(name, {}).get("program_bytes")
+            return _median(figures, name, f", {_size(size)}" if size else "")
+
+        time_ratio = figures["audiodeploy-fp16"]["latency"]["median_s"] / figures["audiodeploy"]["latency"]["median_s"]
+        size_ratio = runtimes["audiodeploy-fp16"]["program_bytes"] / runtimes["audiodeploy"]["program_bytes"]
+        snr = figures["audiodeploy-fp16"].get("snr_db_vs_eager")
+        lines.append(
+            f"{_row_start(result, case)}| {machine.get('processor', '?')} ({'yes' if native else 'no'}) "
+            f"| {cell('audiodeploy')} | {cell('audiodeploy-fp16')} | {cell('onnxruntime')} "
+            f"| {time_ratio:.3g} | {size_ratio:.3g} | {'–' if snr is None else f'{snr:.3g} dB'} |"
+        )
+    return lines + [""]
+
+
 def _mean(values: list[float]) -> float:
     return sum(values) / len(values)
 
@@ -373,6 +413,9 @@ def render(results: list[dict] | None = None) -> str:
     int8 = [r for r in local if _is_int8(r)]
     if int8:
         lines += int8_summary(int8)
+    fp16 = [r for r in local if _is_fp16(r)]
+    if fp16:
+        lines += fp16_summary(fp16)
     fidelity = [r for r in results if r.get("benchmark") == "int8-fidelity"]
     if fidelity:
         lines += int8_fidelity_summary(fidelity)

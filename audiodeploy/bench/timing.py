@@ -217,15 +217,19 @@ VECTOR_EXTENSIONS = (
     "avx512bw",
     "avx512_vnni",
     "avx512_bf16",
+    "avx512_fp16",
+    "f16c",
     "amx_tile",
     "asimd",
+    "asimdhp",
     "asimddp",
     "sve",
     "sve2",
     "i8mm",
     "bf16",
 )
-"""CPU flags (as /proc/cpuinfo spells them) that decide which XNNPACK and MLAS kernels run."""
+"""CPU flags (as /proc/cpuinfo spells them) that decide which XNNPACK and MLAS kernels run: fp16 arithmetic is
+``avx512_fp16`` on x86 and ``asimdhp`` (ARMv8.2 FP16) on arm64; ``f16c`` only converts."""
 
 
 def _vector_extensions() -> list[str] | None:

@@ -107,3 +107,25 @@ def test_models_md_puts_int8_fidelity_records_in_one_table():
         in markdown
     )
     assert "| wavlm base-plus | 10 s (499 frames) |" in markdown
+
+
+def test_models_md_puts_an_fp16_run_beside_fp32_with_its_time_size_fidelity_and_cpu():
+    record = make_record((1.0,))
+    record["name"] = "wav2vec2-base-fp16"
+    runtimes = record["runtimes"]
+    runtimes["audiodeploy-fp16"] = {
+        **runtimes["audiodeploy"],
+        "name": "audiodeploy-fp16",
+        "program_bytes": runtimes["audiodeploy"]["program_bytes"] // 2,
+    }
+    (case,) = record["cases"]
+    fp16 = copy.deepcopy(case["runtimes"]["audiodeploy"])
+    fp16["latency"]["median_s"] *= 2
+    fp16["snr_db_vs_eager"] = 58.04
+    case["runtimes"]["audiodeploy-fp16"] = fp16
+    generate = load("generate_models_md")
+    (row,) = [r for r in generate.fp16_summary([record]) if r.startswith("| wav2vec2 base | 1 s |")]
+    assert "| AMD EPYC (no) |" in row and row.endswith("| 2 | 0.5 | 58 dB |")
+    record["machine"]["vector_extensions"] = ["avx2", "avx512_fp16"]
+    assert "| AMD EPYC (yes) |" in generate.fp16_summary([record])[-2]
+    assert "## fp16 beside fp32" in generate.render([record])
