@@ -5,6 +5,7 @@ Usage: python benchmarks/generate_models_md.py
 
 from __future__ import annotations
 
+import functools
 import json
 import sys
 from pathlib import Path
@@ -122,6 +123,12 @@ def _median(figures: dict, name: str, detail: str = "") -> str:
     return _latency_ms(figures[name]["latency"]["median_s"]) + detail
 
 
+def _median_and_size(figures: dict, runtimes: dict, name: str) -> str:
+    """``name``'s median latency in a case and its program's size; a dash when it was not measured."""
+    size = runtimes.get(name, {}).get("program_bytes")
+    return _median(figures, name, f", {_size(size)}" if size else "")
+
+
 def bench_summary(results: list[dict]) -> list[str]:
     """One row per model and input length: the median latency of every runtime, side by side."""
     lines = [
@@ -216,10 +223,7 @@ def int8_summary(results: list[dict]) -> list[str]:
     ]
     for result, case, figures in _cases(results):
         runtimes = result["runtimes"]
-
-        def cell(name: str) -> str:
-            size = runtimes.get(name, {}).get("program_bytes")
-            return _median(figures, name, f", {_size(size)}" if size else "")
+        cell = functools.partial(_median_and_size, figures, runtimes)
 
         def ratio(name: str) -> str:
             if not {"audiodeploy-int8", name} <= set(figures):
@@ -259,13 +263,10 @@ def fp16_summary(results: list[dict]) -> list[str]:
     ]
     for result, case, figures in _cases(results):
         runtimes = result["runtimes"]
+        cell = functools.partial(_median_and_size, figures, runtimes)
         machine = result["machine"]
         extensions = machine.get("vector_extensions") or ()
         native = "avx512_fp16" in extensions or "asimdhp" in extensions
-
-        def cell(name: str) -> str:
-            size = runtimes.get(name, {}).get("program_bytes")
-            return _median(figures, name, f", {_size(size)}" if size else "")
 
         time_ratio = figures["audiodeploy-fp16"]["latency"]["median_s"] / figures["audiodeploy"]["latency"]["median_s"]
         size_ratio = runtimes["audiodeploy-fp16"]["program_bytes"] / runtimes["audiodeploy"]["program_bytes"]
