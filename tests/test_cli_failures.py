@@ -163,10 +163,8 @@ def test_a_write_that_fails_on_a_full_disk_leaves_the_previous_program(asr_model
         "wav2vec2",
         "--variant",
         "tiny",
-        "--min-seconds",
+        "--seconds",  # a fixed length lowers in two thirds of a range's time; the write fails all the same
         "0.5",
-        "--max-seconds",
-        "2",
         "-o",
         str(small_disk / "model.pte"),
     )

@@ -8,6 +8,7 @@ shapes. ORT's node names do not carry the PyTorch modules: no layers.
 
 from __future__ import annotations
 
+import bisect
 import math
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
@@ -31,8 +32,9 @@ def onnx_profile(trace: Sequence[Mapping[str, Any]], warmup: int) -> Profile:
     by_kind: dict[str, list[float]] = defaultdict(lambda: [0.0] * len(runs))
     calls: dict[str, int] = defaultdict(int)
     flops: dict[str, float] = defaultdict(float)
+    starts = [start for start, _ in runs]
     for event in nodes:
-        run = next((i for i, (start, end) in enumerate(runs) if start <= event["ts"] <= end), None)
+        run = _run_of(event["ts"], starts, runs)
         if run is None:
             continue
         kind = str(event.get("args", {}).get("op_name", "?"))
@@ -58,6 +60,12 @@ def onnx_profile(trace: Sequence[Mapping[str, Any]], warmup: int) -> Profile:
         gemm_gflops=total_flops / (gemm_us * 1e3) if total_flops and gemm_us else None,
         notes=("ONNX Runtime's node names do not carry the PyTorch modules: no layers",),
     )
+
+
+def _run_of(ts: float, starts: Sequence[float], runs: Sequence[tuple[float, float]]) -> int | None:
+    """The index of the run (sorted, disjoint ``(start, end)``) whose span holds ``ts``; None between runs."""
+    index = bisect.bisect_right(starts, ts) - 1
+    return index if index >= 0 and ts <= runs[index][1] else None
 
 
 def node_flops(kind: str, arguments: Mapping[str, Any]) -> float | None:

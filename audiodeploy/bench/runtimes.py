@@ -215,9 +215,8 @@ def lower_module(
         # Worded as the records in benchmarks/results/ have it, so that old and new records read alike.
         info.notes.append(f"audiodeploy.lower(quantize={quantize!r}){kept}")
     if lowered.report.precision is not None:
-        fidelity = lowered.report.precision.fidelity.get("forward", {})
-        shown = ", ".join(f"{k} {v:.4g}" for k, v in fidelity.items())
-        info.notes.append(f"audiodeploy.lower(dtype=torch.float16); vs fp32 eager: {shown}")
+        measures = lowered.report.precision.measures("forward")
+        info.notes.append(f"audiodeploy.lower(dtype=torch.float16); vs fp32 eager: {measures}")
     return ExecuTorchRuntime(info, lowered.buffer, origin=f"{name} lowering")
 
 

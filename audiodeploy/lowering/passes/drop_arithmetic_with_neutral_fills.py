@@ -23,7 +23,8 @@ for ``a + zeros``, ``zeros + a``, ``a - zeros``, ``a * ones``, ``ones * a`` and
 ``a / ones``, where the fill is ``zeros_like``, ``ones_like``, ``full_like``,
 ``new_zeros``, ``new_ones``, ``new_full``, ``zeros``, ``ones`` or ``full`` of that
 number (as its dtype holds it), or a ``neg`` or ``exp`` of such a fill that gives it
-(VITS's coupling layers scale by ``exp(-zeros_like(mean))``). Multiplying and dividing by one returns every
+(VITS's coupling layers scale by ``exp(-zeros_like(mean))``), or a cast or copy of one (EnCodec multiplies its
+input by an all-true mask, ``ones_like(x).bool()``, when given no padding mask). Multiplying and dividing by one returns every
 element as it is, NaN and infinities included. Adding a zero (or subtracting
 one) does too but for the sign of a zero: ``-0.0 + 0.0`` is ``+0.0``, where the
 operand kept is ``-0.0``. The two compare equal, and only a division by that
@@ -51,8 +52,10 @@ from audiodeploy.lowering.passes._graph import FILL_VALUES, NodeRewritePass, Ski
 
 aten = torch.ops.aten
 
-_OF_ONE = frozenset({aten.neg.default, aten.exp.default})
-"""Elementwise ops of one tensor whose value on a fill is a fill: a flow's ``exp(-log_scale)`` of a zero log-scale."""
+_OF_ONE = frozenset({aten.neg.default, aten.exp.default, aten._to_copy.default, aten.alias.default, aten.clone.default})
+"""Ops of one tensor whose value on a fill is a fill: a flow's ``exp(-log_scale)`` of a zero log-scale, and a cast
+or copy, as EnCodec's all-true padding mask ``ones_like(x).bool()`` (a cast is done by the ``.to`` of the
+result's dtype below)."""
 
 _NEUTRAL = {aten.add.Tensor: 0, aten.sub.Tensor: 0, aten.mul.Tensor: 1, aten.div.Tensor: 1}
 """Each op and the number that, as its second operand, leaves its first as it is."""

@@ -78,6 +78,8 @@ class NeutralForms(torch.nn.Module):
                 torch.ones(1, 1, y.shape[2]) * y,
                 y / y.new_full(y.shape, 1.0),
                 y * torch.exp(-torch.zeros_like(y)),
+                y * torch.ones_like(y).bool(),  # EnCodec's mask when it is given none: all true
+                y + torch.full_like(y, 0.25).to(torch.int64),  # zeros once cast
             ],
             1,
         )
@@ -98,6 +100,7 @@ class NotNeutral(torch.nn.Module):
             torch.add(zeros, x, alpha=2.0),  # 2 x
             zeros - x,  # -x
             x * torch.full_like(x, 2.0),
+            x * torch.zeros_like(x).bool(),  # an all-false mask zeroes x
         )
 
 
