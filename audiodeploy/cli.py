@@ -31,6 +31,7 @@ from audiodeploy.errors import AudiodeployError
 from audiodeploy.native.cli import runner_app
 
 if TYPE_CHECKING:
+    import numpy as np
     import torch
 
     from audiodeploy.bench import BenchRequest
@@ -38,7 +39,14 @@ if TYPE_CHECKING:
     from audiodeploy.program.description import Sidecar
     from audiodeploy.recipes.registry import Recipe
     from audiodeploy.recipes.spec import BuiltModel, LengthRange
-    from audiodeploy.runtime.model import AudioClassifier, FeatureExtractor, SpeechRecognizer, Vocoder
+    from audiodeploy.runtime.model import (
+        AudioClassifier,
+        Codec,
+        FeatureExtractor,
+        SpeechRecognizer,
+        Vocoder,
+        WrittenAudio,
+    )
     from audiodeploy.runtime.program import Program
 
 app = typer.Typer(
@@ -288,10 +296,10 @@ def export(
     )
     built = _build(request)
     lowered = _lower(request, built, _calibration(request, built))
-    max_abs_diff = _check_against_eager(request, lowered, built)
+    differences = _check_against_eager(request, lowered, built)
     _apply_fidelity_floor(request, lowered)
-    _write_program(lowered, built, max_abs_diff, request.target, request.sidecar)
-    _print_export_summary(request, lowered, built, max_abs_diff)
+    _write_program(lowered, built, differences, request.target, request.sidecar)
+    _print_export_summary(request, lowered, built, differences)
 
 
 def _export_request(
@@ -490,10 +498,13 @@ def _lower(
                 sensitivity=int8.sensitivity,
                 fidelity=fidelity_measures(built),
             )
+        program: torch.nn.Module | dict[str, audiodeploy.Method] = built.module
+        if built.decoder is not None:  # a codec: its encode and decode methods in one program
+            program = {name: audiodeploy.Method(*method) for name, method in built.methods.items()}
         return audiodeploy.lower(
-            built.module,
-            built.example_inputs,
-            dynamic_shapes=built.dynamic_shapes,
+            program,
+            built.example_inputs if built.decoder is None else None,
+            dynamic_shapes=built.dynamic_shapes if built.decoder is None else None,
             options=audiodeploy.LoweringOptions(
                 fold=request.fold, quantization=quantization, dtype=torch.float16 if request.fp16 else torch.float32
             ),
@@ -501,18 +512,20 @@ def _lower(
         )
 
 
-def _check_against_eager(request: _ExportRequest, lowered: LoweredProgram, built: BuiltModel) -> float:
-    """The program's largest difference from eager PyTorch on the example inputs; over the tolerance, an fp32
-    program is refused."""
+def _check_against_eager(request: _ExportRequest, lowered: LoweredProgram, built: BuiltModel) -> dict[str, float]:
+    """Each method's largest difference from eager PyTorch on its example inputs; over the tolerance, an fp32
+    program is refused (a codec's codes differ by whole indices: they must be equal)."""
     with _step("checking the program against eager PyTorch"):
-        max_abs_diff = _max_abs_diff(lowered, built)
+        differences = _max_abs_diffs(lowered, built)
+    worst = max(differences, key=differences.__getitem__)
     # int8 and fp16 are measured by their fidelity (in the report and the sidecar), not held to the fp32 tolerance.
-    if request.int8 is None and not request.fp16 and max_abs_diff > built.atol:
+    if request.int8 is None and not request.fp16 and differences[worst] > built.atol:
+        where = "" if worst == "forward" else f"'s {worst} method"
         raise UserError(
-            f"the lowered program differs from eager PyTorch by {max_abs_diff:.2e} (tolerance {built.atol:.0e}); "
-            "nothing was written: please report this with the command you ran"
+            f"the lowered program{where} differs from eager PyTorch by {differences[worst]:.2e} (tolerance "
+            f"{built.atol:.0e}); nothing was written: please report this with the command you ran"
         )
-    return max_abs_diff
+    return differences
 
 
 def _apply_fidelity_floor(request: _ExportRequest, lowered: LoweredProgram) -> None:
@@ -536,13 +549,16 @@ def _apply_fidelity_floor(request: _ExportRequest, lowered: LoweredProgram) -> N
 
 
 def _print_export_summary(
-    request: _ExportRequest, lowered: LoweredProgram, built: BuiltModel, max_abs_diff: float
+    request: _ExportRequest, lowered: LoweredProgram, built: BuiltModel, differences: dict[str, float]
 ) -> None:
     out.print(lowered.report.describe(verbose=_output.verbose()), markup=False)
     tolerance = f"tolerance {built.atol:.0e}"
     if request.int8 is not None or request.fp16:
         tolerance = f"{request.int8.scheme if request.int8 else 'fp16'}; fp32 tolerance {built.atol:.0e} not applied"
-    out.print(f"max abs diff vs eager: {max_abs_diff:.2e} ({tolerance})")
+    shown = ", ".join(f"{name} {value:.2e}" for name, value in differences.items())
+    if list(differences) == ["forward"]:
+        shown = f"{differences['forward']:.2e}"
+    out.print(f"max abs diff vs eager: {shown} ({tolerance})")
     out.print(
         f"wrote {display(request.target)} ({lowered.report.pte_bytes / 2**20:.1f} MiB) and "
         f"{display(request.sidecar.name)}",
@@ -553,14 +569,14 @@ def _print_export_summary(
 
 
 def _write_program(
-    lowered: LoweredProgram, built: BuiltModel, max_abs_diff: float, target: Path, sidecar: Path
+    lowered: LoweredProgram, built: BuiltModel, differences: dict[str, float], target: Path, sidecar: Path
 ) -> None:
     """The .pte, its sidecar (and any .ptd) replaced together, or not at all."""
     from audiodeploy._files import atomic_write_files
     from audiodeploy.program.description import sidecar_content
     from audiodeploy.runtime.program import mark_verified
 
-    description = built.describe(max_abs_diff_vs_eager=max_abs_diff)
+    description = built.describe(max_abs_diff_vs_eager=differences)
     files = {target: lowered.buffer}
     files.update({target.parent / f"{tag}.ptd": data for tag, data in lowered.external_data.items()})
     files[sidecar] = sidecar_content(target, lowered.buffer, description, lowered.report.to_dict())
@@ -569,16 +585,20 @@ def _write_program(
     mark_verified(lowered.buffer)
 
 
-def _max_abs_diff(lowered: LoweredProgram, built: BuiltModel) -> float:
+def _max_abs_diffs(lowered: LoweredProgram, built: BuiltModel) -> dict[str, float]:
+    """Each method's largest absolute difference from its eager module on its example inputs."""
     import torch
 
     from audiodeploy.runtime import Program
 
     program = Program(lowered.buffer, origin="the lowered program", trusted=True)
-    with torch.no_grad():
-        expected = built.module(*built.example_inputs)
-    actual = program.run(built.example_inputs)[0]
-    return float((actual - expected).abs().max())
+    differences = {}
+    for name, (module, example_inputs, _) in built.methods.items():
+        with torch.no_grad():
+            expected = module(*example_inputs)
+        actual = program.run(example_inputs, name)[0]
+        differences[name] = float((actual - expected).abs().max())
+    return differences
 
 
 _WINDOW_HELP = "Seconds of input per run of the program; default: the longest input it takes."
@@ -642,16 +662,22 @@ class _RunRequest:
 @app.command()
 def run(
     model: Annotated[Path, typer.Argument(help="The .pte written by `audiodeploy export` (its .json beside it).")],
-    input: Annotated[Path, typer.Argument(help="Audio (wav, flac, ogg, ...); for a vocoder also a mel .npy.")],
+    input: Annotated[
+        Path,
+        typer.Argument(help="Audio (wav, flac, ogg, ...); for a vocoder also a mel .npy, for a codec also codes .npy."),
+    ],
     output: Annotated[
         Path | None,
-        typer.Option("-o", "--output", help="Transcript or labels (text), vocoded .wav, or features .npy."),
+        typer.Option(
+            "-o", "--output", help="Transcript or labels (text), vocoded or decoded .wav, features or codes .npy."
+        ),
     ] = None,
     window: Annotated[float | None, typer.Option(help=_WINDOW_HELP)] = None,
     overlap: Annotated[float | None, typer.Option(help=_OVERLAP_HELP)] = None,
 ) -> None:
     """Run a .pte on input of any length: a transcript for speech recognizers, the top labels for classifiers,
-    a .wav for vocoders, a .npy for feature extractors."""
+    a .wav for vocoders, a .npy for feature extractors; a codec encodes audio to codes (.npy) and decodes codes
+    (a .npy) to a .wav."""
     from audiodeploy.program.description import sidecar_path
 
     protected = [(model, "the program"), (sidecar_path(model), "the program's sidecar"), (input, "the input")]
@@ -659,7 +685,7 @@ def run(
         refuse_overwrite(output, protected)
         check_writable(output)
 
-    from audiodeploy.runtime import AudioClassifier, FeatureExtractor, SpeechRecognizer, Vocoder, load
+    from audiodeploy.runtime import AudioClassifier, Codec, FeatureExtractor, SpeechRecognizer, Vocoder, load
 
     loaded = load(model)
     if loaded.description is not None and loaded.description.weights.startswith("synthetic"):
@@ -667,7 +693,9 @@ def run(
         synthetic = "note: the program has synthetic weights (exported without --weights): its output is meaningless"
         err.print(synthetic, markup=False)
     request = _RunRequest(input, output, protected, window, overlap)
-    if isinstance(loaded, SpeechRecognizer):
+    if isinstance(loaded, Codec):  # before its base class, the waveform encoders'
+        _run_codec(loaded, request)
+    elif isinstance(loaded, SpeechRecognizer):
         _run_transcribe(loaded, request)
     elif isinstance(loaded, AudioClassifier):
         _run_classify(loaded, request)
@@ -722,30 +750,56 @@ def _run_classify(loaded: AudioClassifier, request: _RunRequest) -> None:
 
 def _run_features(loaded: FeatureExtractor, request: _RunRequest) -> None:
     """The features as a .npy: `(frames, features)` hidden states, or one `(features,)` embedding."""
-    import numpy as np
-
     target = _named_output(request, "npy", ".features.npy", "a feature extractor")
     features = loaded.features(
         request.input, window_seconds=request.window, overlap_seconds=request.overlap, progress=True
     )
-    buffer = io.BytesIO()
-    np.save(buffer, features, allow_pickle=False)
-    atomic_write_bytes(target, buffer.getvalue())
+    _write_npy(target, features)
     what = "hidden states" if features.ndim == 2 else "embedding"
     out.print(f"wrote {display(target)}: {what} of shape {tuple(features.shape)}, float32", markup=False)
 
 
 def _run_vocode(loaded: Vocoder, request: _RunRequest) -> None:
     target = _named_output(request, "wav", ".vocoded.wav", "a vocoder")
-    written = loaded.vocode_to_file(
-        request.input, target, window_seconds=request.window, overlap_seconds=request.overlap, progress=True
+    _print_written(
+        loaded.vocode_to_file(
+            request.input, target, window_seconds=request.window, overlap_seconds=request.overlap, progress=True
+        )
     )
+
+
+def _run_codec(loaded: Codec, request: _RunRequest) -> None:
+    """Codes (a .npy) decode to a .wav; audio encodes to codes, a `(codebooks, frames)` int64 .npy."""
+    if request.input.suffix.lower() == ".npy":
+        target = _named_output(request, "wav", ".decoded.wav", "a codec decoding codes")
+        _print_written(
+            loaded.decode_to_file(
+                request.input, target, window_seconds=request.window, overlap_seconds=request.overlap, progress=True
+            )
+        )
+        return
+    target = _named_output(request, "npy", ".codes.npy", "a codec encoding audio")
+    codes = loaded.encode(request.input, window_seconds=request.window, overlap_seconds=request.overlap, progress=True)
+    _write_npy(target, codes)
+    out.print(f"wrote {display(target)}: codes of shape {tuple(codes.shape)} (codebooks, frames), int64", markup=False)
+
+
+def _print_written(written: WrittenAudio) -> None:
     if written.clipping_warning is not None:
         err.print(f"warning: {written.clipping_warning}", markup=False)
     out.print(
         f"wrote {display(written.path)}: {written.samples} samples, {written.seconds:.2f} s at {written.sample_rate} Hz",
         markup=False,
     )
+
+
+def _write_npy(target: Path, array: np.ndarray) -> None:
+    """`array` as a .npy at `target`, written whole or not at all."""
+    import numpy as np
+
+    buffer = io.BytesIO()
+    np.save(buffer, array, allow_pickle=False)
+    atomic_write_bytes(target, buffer.getvalue())
 
 
 def _named_output(request: _RunRequest, writes: Literal["wav", "npy"], suffix: str, what: str) -> Path:
@@ -861,7 +915,7 @@ def _print_sidecar_summary(model: Path, buffer: bytes, program: Program | None) 
     sidecar.check_digest(program.sha256 if program is not None else program_digest(buffer), shown)
     described = sidecar.description
     if program is not None:
-        described.check_program(program.input_specs(), program.output_specs(), shown)
+        described.check_program(program, shown)
     low, high = described.length_range_seconds
     out.print(
         f"model: {described.recipe} {described.variant} from {described.source}; {described.sample_rate} Hz; "
@@ -872,6 +926,12 @@ def _print_sidecar_summary(model: Path, buffer: bytes, program: Program | None) 
     if described.task not in ("ctc-asr", "vocoder"):  # those two are said by the recipe's name
         labels = described.labels
         named = f", {len(labels)} labels: {', '.join(labels)}" if labels is not None else ""
+        if described.decoder is not None:
+            decoder = described.decoder
+            named = (
+                f": encode gives {decoder.codebooks} codebooks of {decoder.codebook_size} entries, a frame every "
+                f"{decoder.input.samples_per_step} samples; decode gives the waveform back"
+            )
         out.print(f"task: {described.task}{named}", markup=False)
     out.print(_lowering_report(model, sidecar).describe(verbose=_output.verbose()), markup=False)
     out.print("versions: " + ", ".join(f"{k} {v}" for k, v in sidecar.versions.items()), markup=False)

@@ -6,13 +6,14 @@ module, and declaring or listing recipes does not import torch.
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING
 
 import torch
 from torch import nn
 
 if TYPE_CHECKING:
-    from transformers import SpeechT5HifiGan, UnivNetModel
+    from transformers import DacModel, SpeechT5HifiGan, UnivNetModel
 
 
 # Speech encoders (wav2vec2, HuBERT, WavLM and their kin): waveform in, the head's output out.
@@ -128,3 +129,37 @@ class UnivNetWaveform(nn.Module):
         noise = self.noise[:, : mel.shape[1]]
         waveform, _ = self.model(input_features=mel, noise_sequence=noise, return_dict=False)
         return waveform
+
+
+# Codecs: one program with an encode and a decode method, codes laid out as frames of codebooks (as a mel is frames
+# of bins), so that both are cut into windows along their second axis like every other program's frames.
+
+
+class DacEncode(nn.Module):
+    """`(1, samples)` float32 waveform → `(1, frames, codebooks)` int64 codes of transformers' `DacModel`."""
+
+    def __init__(self, model: DacModel) -> None:
+        super().__init__()
+        self.model = model
+
+    def forward(self, waveform: torch.Tensor) -> torch.Tensor:
+        codes: torch.Tensor = self.model.encode(waveform[:, None], return_dict=True).audio_codes
+        return codes.transpose(1, 2)
+
+
+class DacDecode(nn.Module):
+    """`(1, frames, codebooks)` int64 codes → `(1, frames * hop)` float32 waveform of transformers' `DacModel`.
+
+    An upsampling by an odd rate (5, at 16 and 24 kHz) gives one sample fewer than rate times its input: 8 fewer
+    in all at 16 kHz. They are zeros here, at the end, so that a frame decodes to `hop` samples wherever it is (a
+    window of a long input lines up with the next) and audio comes back as long as it went in, as the original
+    codec restores it."""
+
+    def __init__(self, model: DacModel) -> None:
+        super().__init__()
+        self.model = model
+        self.hop = math.prod(model.config.downsampling_ratios)
+
+    def forward(self, codes: torch.Tensor) -> torch.Tensor:
+        waveform: torch.Tensor = self.model.decode(audio_codes=codes.transpose(1, 2), return_dict=True).audio_values
+        return nn.functional.pad(waveform, (0, codes.shape[1] * self.hop - waveform.shape[-1]))

@@ -13,9 +13,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Generic, Protocol, Self, TypeVar
 
-from audiodeploy.program.description import ProgramDescription
+from audiodeploy.program.description import DECODE_METHOD, ENCODE_METHOD, CodecDecoder, ProgramDescription
 from audiodeploy.program.mel import Fbank, MelSpectrogram
 from audiodeploy.program.spec import (
+    CODES_OUTPUT,
     CTC_LOGITS_OUTPUT,
     WAVEFORM_OUTPUT,
     InputKind,
@@ -31,10 +32,12 @@ if TYPE_CHECKING:
     import torch
 
 __all__ = [
+    "CODES_OUTPUT",
     "CTC_LOGITS_OUTPUT",
     "WAVEFORM_OUTPUT",
     "ArchitectureT",
     "BuildRequest",
+    "BuiltDecoder",
     "BuiltHead",
     "BuiltModel",
     "InputKind",
@@ -216,6 +219,18 @@ class BuiltHead:
 
 
 @dataclass(frozen=True)
+class BuiltDecoder:
+    """A codec's ``decode`` method, beside its ``encode`` (the built model's `module`): codes in, waveform out."""
+
+    module: torch.nn.Module
+    example_inputs: tuple[torch.Tensor, ...]
+    dynamic_shapes: tuple[dict[int, object], ...]
+    input: InputSpec
+    """Kind 'codes': ``(1, frames, codebooks)`` int64, one frame per `input.samples_per_step` samples."""
+    codebook_size: int
+
+
+@dataclass(frozen=True)
 class BuiltModel:
     """An eval-mode module ready for `torch.export`, with everything needed to feed and read it.
 
@@ -249,6 +264,22 @@ class BuiltModel:
     keep_fp32: tuple[str, ...] = ()
     """The module-name patterns whose GEMMs stay fp32 when this model is quantized and the user names none: the
     recipe's (`Recipe.default_keep_fp32`), or the built head's."""
+    decoder: BuiltDecoder | None = None
+    """A codec's ``decode`` method; `module` is then its ``encode`` (see `methods`)."""
+
+    @property
+    def method(self) -> str:
+        """The method that `module` becomes: a codec's ``encode``, else ``forward``."""
+        return "forward" if self.decoder is None else ENCODE_METHOD
+
+    @property
+    def methods(self) -> dict[str, tuple[torch.nn.Module, tuple[torch.Tensor, ...], tuple[dict[int, object], ...]]]:
+        """Each method of the program to export: its module, example inputs and dynamic shapes. ``forward``, or a
+        codec's ``encode`` and ``decode``."""
+        methods = {self.method: (self.module, self.example_inputs, self.dynamic_shapes)}
+        if self.decoder is not None:
+            methods[DECODE_METHOD] = (self.decoder.module, self.decoder.example_inputs, self.decoder.dynamic_shapes)
+        return methods
 
     @property
     def sample_rate(self) -> int:
@@ -258,9 +289,17 @@ class BuiltModel:
         """Seeded random inputs of `length` steps (samples or frames), for tests and benchmarks."""
         return self.input.random_inputs(length, seed)
 
-    def describe(self, max_abs_diff_vs_eager: float | None = None) -> ProgramDescription:
-        """The program's description, as its sidecar holds it; `max_abs_diff_vs_eager` is the exported program's
-        largest difference from this module (None before a program was checked against it)."""
+    def describe(self, max_abs_diff_vs_eager: Mapping[str, float] | None = None) -> ProgramDescription:
+        """The program's description, as its sidecar holds it; `max_abs_diff_vs_eager` is each method's largest
+        difference from its eager module (None before a program was checked against them)."""
+        differences = max_abs_diff_vs_eager or {}
+        decoder = None
+        if self.decoder is not None:
+            decoder = CodecDecoder(
+                input=self.decoder.input,
+                codebook_size=self.decoder.codebook_size,
+                max_abs_diff_vs_eager=differences.get(DECODE_METHOD),
+            )
         return ProgramDescription(
             recipe=self.recipe,
             variant=self.variant,
@@ -276,5 +315,6 @@ class BuiltModel:
             mel=self.mel,
             fbank=self.fbank,
             notes=self.notes,
-            max_abs_diff_vs_eager=max_abs_diff_vs_eager,
+            max_abs_diff_vs_eager=differences.get(self.method),
+            decoder=decoder,
         )

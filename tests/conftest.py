@@ -40,13 +40,27 @@ def vocoder_model() -> Path:
     return _exported("v", "hifigan", "--variant", "tiny-v3", "--min-seconds", "0.1", "--max-seconds", "1")
 
 
+@pytest.fixture(scope="session")
+def codec_model() -> Path:
+    # DAC's tiny variant: one program with an encode and a decode method, over 0.5-2 s.
+    return _exported("d", "dac", "--variant", "tiny", "--min-seconds", "0.5", "--max-seconds", "2")
+
+
 # Tests that build or run the C++ runner (cmake, the arm64 cross-compiler, qemu): `pytest -m native` runs them
 # alone, `pytest -m "not native"` everything else.
 _NATIVE_FIXTURES = frozenset({"host_runner", "arm64_runner", "android_bundle", "runner_cache", "qemu_adb"})
 # Tests that need a whole recipe lowered (its tiny configuration: 15-60 s of CPU each here), through the shared
 # programs or the recipe matrix: `pytest -m "not slow and not native"` is the quick loop while editing.
 _SLOW_FIXTURES = frozenset(
-    {"asr_model", "vocoder_model", "tiny_wav2vec2_bench", "quantized_encoder", "quantized_vocoder", "recipe_programs"}
+    {
+        "asr_model",
+        "vocoder_model",
+        "codec_model",
+        "tiny_wav2vec2_bench",
+        "quantized_encoder",
+        "quantized_vocoder",
+        "recipe_programs",
+    }
 )
 _SLOW_MODULES = frozenset({"test_lowered.py", "test_cli_quantize_guards.py", "test_cli_checkpoints.py"})
 

@@ -226,6 +226,14 @@ def check(request: BenchRequest) -> None:
     for name in ("onnxruntime", "onnxruntime-int8"):
         if name in request.compare:
             require_onnxruntime(name)
+    if not is_pte_target(request.target) and request.target != pos_conv.TARGET:
+        from audiodeploy import recipes
+
+        if recipes.get(request.target).task == "codec":
+            raise BenchError(
+                f"{request.target} is a codec, whose program has an encode and a decode method: bench measures "
+                "one-method programs; time `audiodeploy run` on a file of each instead"
+            )
     if "audiodeploy-int8" in request.compare and not is_pte_target(request.target):
         from audiodeploy import recipes
 
@@ -454,7 +462,8 @@ def _pte_cases(request: BenchRequest, transport: Transport, log: Log) -> tuple[B
         parameters=None,
         path=str(path),
         sample_rate=description.sample_rate if description else None,
-        input_kind=description.input.kind if description else None,
+        # A description's input is never codes (only a codec's decoder takes them, and bench refuses codecs).
+        input_kind=None if description is None or description.input.kind == "codes" else description.input.kind,
         length_range_seconds=description.length_range_seconds if description else None,
     )
     spec = description.input if description else None

@@ -35,6 +35,10 @@ SCHEMA: Final = "audiodeploy.sidecar/1"
 
 _LABELLED_TASKS: tuple[Task, ...] = ("audio-classification", "audio-frame-classification")
 
+ENCODE_METHOD: Final = "encode"
+DECODE_METHOD: Final = "decode"
+"""A codec program's two methods; every other program has one, ``forward``."""
+
 
 class DescriptionError(AudiodeployError, ValueError):
     """A sidecar that is missing, malformed, or does not describe its program; the message says what to do."""
@@ -58,6 +62,30 @@ def sidecar_path(pte: str | os.PathLike[str]) -> Path:
 def program_digest(buffer: bytes) -> str:
     """The SHA-256 of a program's bytes, as the sidecar records it."""
     return hashlib.sha256(buffer).hexdigest()
+
+
+@dataclass(frozen=True, kw_only=True)
+class CodecDecoder(Record):
+    """A codec program's ``decode`` method: its codes in (`input`, kind 'codes'), a waveform at the description's
+    sample rate out, `input.samples_per_step` samples per frame of codes."""
+
+    input: InputSpec
+    codebook_size: int
+    """Codes are indices below this, in every codebook."""
+    max_abs_diff_vs_eager: float | None = None
+    """The method's largest absolute difference from the eager decoder on the example codes; None where nothing
+    was compared."""
+
+    def __post_init__(self) -> None:
+        if self.input.kind != "codes" or self.input.feature_size is None:
+            raise ValueError("field 'decoder.input' should be a 'codes' input with its codebooks as feature_size")
+        if self.codebook_size < 1:
+            raise ValueError("field 'decoder.codebook_size' should be at least 1")
+
+    @property
+    def codebooks(self) -> int:
+        assert self.input.feature_size is not None  # checked above
+        return self.input.feature_size
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -87,6 +115,8 @@ class ProgramDescription(Record):
     max_abs_diff_vs_eager: float | None = None
     """The exported program's largest absolute difference from the eager module on the example input; None where
     nothing was compared."""
+    decoder: CodecDecoder | None = field(default=None, metadata=OMITTED_WHEN_NONE)
+    """A codec's ``decode`` method (its ``encode`` method is `input` to `output`); None for other programs."""
 
     def __post_init__(self) -> None:
         if self.sample_rate != self.input.sample_rate:
@@ -97,6 +127,16 @@ class ProgramDescription(Record):
             raise ValueError(f"field 'labels' is for {' and '.join(_LABELLED_TASKS)} programs, and they need it")
         if self.task == "vocoder" and self.input.kind != "mel":
             raise ValueError("a vocoder's description should take a 'mel' input")
+        if (self.task == "codec") != (self.decoder is not None):
+            raise ValueError("field 'decoder' is for codec programs, and they need it")
+        if self.decoder is not None and (
+            self.input.kind != "waveform"
+            or self.decoder.input.sample_rate != self.sample_rate
+            or self.decoder.input.samples_per_step != self.input.length_multiple
+        ):
+            raise ValueError("a codec's 'decoder' should take a frame of codes per frame of its waveform 'input'")
+        if self.input.kind == "codes":
+            raise ValueError("field 'input' takes codes only in a codec's 'decoder'")
         if (self.input.kind == "fbank") != (self.fbank is not None):
             raise ValueError("field 'fbank' is for programs with a 'fbank' input, and they need it")
         if self.fbank is not None and (
@@ -112,19 +152,39 @@ class ProgramDescription(Record):
     def task(self) -> Task:
         return self.output.task
 
-    def check_program(self, inputs: Sequence[TensorShape], outputs: Sequence[TensorShape], origin: str) -> None:
-        """Raise `DescriptionError` unless the program's ``forward`` takes and gives what this description says.
+    @property
+    def method(self) -> str:
+        """The method that takes `input` and gives `output`: a codec's ``encode``, else ``forward``."""
+        return ENCODE_METHOD if self.task == "codec" else "forward"
 
-        `inputs` and `outputs` are what the program declares (sizes are upper bounds for dynamic axes).
-        """
+    def check_program(self, program: DeclaredProgram, origin: str) -> None:
+        """Raise `DescriptionError` unless the program's methods take and give what this description says: its
+        `method`, and a codec's ``decode``."""
+        wanted = [self.method] + ([DECODE_METHOD] if self.decoder is not None else [])
+        missing = [name for name in wanted if name not in program.method_names]
+        if missing:
+            has = ", ".join(program.method_names) or "none"
+            raise _mismatch(origin, f"the sidecar describes method {missing[0]!r}; the program has {has}")
+        self._check_method(program.input_specs(self.method), program.output_specs(self.method), origin)
+        if self.decoder is not None:
+            self._check_decoder(program.input_specs(DECODE_METHOD), program.output_specs(DECODE_METHOD), origin)
+
+    def _check_decoder(self, inputs: Sequence[TensorShape], outputs: Sequence[TensorShape], origin: str) -> None:
+        assert self.decoder is not None
+        spec = self.decoder.input
+        expected = spec.shape(spec.max_length)
+        if len(inputs) != 1 or "int64" not in str(inputs[0].dtype) or tuple(inputs[0].sizes) != expected:
+            shown = ", ".join(f"{i.dtype} at most {list(i.sizes)}" for i in inputs)
+            raise _mismatch(origin, f"its decode method takes {shown}, the sidecar describes int64 {list(expected)}")
+        if len(outputs) < 1 or "float32" not in str(outputs[0].dtype):
+            raise _mismatch(origin, "its decode method gives no float32 waveform")
+
+    def _check_method(self, inputs: Sequence[TensorShape], outputs: Sequence[TensorShape], origin: str) -> None:
         spec = self.input
         expected = spec.shape(spec.max_length)
 
         def mismatch(what: str) -> DescriptionError:
-            return DescriptionError(
-                f"{origin}: the sidecar does not describe this program ({what}); "
-                "export the model again so that the .pte and its .json belong together"
-            )
+            return _mismatch(origin, what)
 
         if len(inputs) != 1:
             raise mismatch(f"the program takes {len(inputs)} inputs, the sidecar describes 1")
@@ -148,6 +208,24 @@ class ProgramDescription(Record):
             )
         if self.labels is not None and output_sizes[-1] != len(self.labels):
             raise mismatch(f"the program scores {output_sizes[-1]} labels, the sidecar names {len(self.labels)}")
+
+
+def _mismatch(origin: str, what: str) -> DescriptionError:
+    return DescriptionError(
+        f"{origin}: the sidecar does not describe this program ({what}); "
+        "export the model again so that the .pte and its .json belong together"
+    )
+
+
+class DeclaredProgram(Protocol):
+    """What a loaded program declares of each method's inputs and outputs (the runtime's `Program`)."""
+
+    @property
+    def method_names(self) -> list[str]: ...
+
+    def input_specs(self, method: str = "forward") -> Sequence[TensorShape]: ...
+
+    def output_specs(self, method: str = "forward") -> Sequence[TensorShape]: ...
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -21,11 +21,15 @@ if TYPE_CHECKING:
     import torch
 
 Task = Literal[
-    "ctc-asr", "vocoder", "audio-classification", "audio-frame-classification", "speaker-embedding", "features"
+    "ctc-asr", "vocoder", "audio-classification", "audio-frame-classification", "speaker-embedding", "features", "codec"
 ]
-InputKind = Literal["waveform", "mel", "fbank"]
-OutputKind = Literal["ctc-logits", "waveform", "class-logits", "frame-class-logits", "embedding", "hidden-states"]
-PostProcess = Literal["ctc-greedy-decode", "write-waveform", "classify", "classify-frames", "write-features"]
+InputKind = Literal["waveform", "mel", "fbank", "codes"]
+OutputKind = Literal[
+    "ctc-logits", "waveform", "class-logits", "frame-class-logits", "embedding", "hidden-states", "codes"
+]
+PostProcess = Literal[
+    "ctc-greedy-decode", "write-waveform", "classify", "classify-frames", "write-features", "write-codes"
+]
 
 
 class InputLengthError(AudiodeployError, ValueError):
@@ -34,12 +38,15 @@ class InputLengthError(AudiodeployError, ValueError):
 
 @dataclass(frozen=True)
 class InputSpec:
-    """The single input tensor of a built model: float32, batch of one, one axis of variable length.
+    """The single input tensor of a built model's method: batch of one, one axis of variable length; float32 but
+    for codes.
 
     A waveform is `(1, samples)` at `sample_rate`, raw (the module normalizes it itself when the checkpoint was
     trained on normalized audio). A mel spectrogram is `(1, frames, mel_bins)`, one frame every `samples_per_step`
     samples, as `mel` of the built model computes it. Filterbank features are `(1, rows, features)`, one row every
     `samples_per_step` samples, as `fbank` of the built model computes them (`audiodeploy.program.mel.Fbank`).
+    Codes are `(1, frames, codebooks)` int64 codebook indices, one frame every `samples_per_step` samples: what a
+    codec's `encode` method gives and its `decode` method takes.
     """
 
     kind: InputKind
@@ -52,7 +59,7 @@ class InputSpec:
     min_length: int
     max_length: int
     feature_size: int | None = None
-    """Size of the last axis (mel bins, filterbank features); None for waveforms."""
+    """Size of the last axis (mel bins, filterbank features, codebooks); None for waveforms."""
     length_axis: int = 1
 
     @property
@@ -93,11 +100,16 @@ class InputSpec:
         """The length of example inputs: one second of audio, kept inside the exported range."""
         return min(max(self.length_for_seconds(1.0), self.min_length), self.max_length)
 
-    def random_inputs(self, length: int, seed: int = 0) -> tuple[torch.Tensor, ...]:
-        """Seeded random inputs of `length` steps: quiet noise for waveforms, unit noise for mel frames."""
+    def random_inputs(self, length: int, seed: int = 0, codebook_size: int | None = None) -> tuple[torch.Tensor, ...]:
+        """Seeded random inputs of `length` steps: quiet noise for waveforms, unit noise for mel frames, indices
+        below `codebook_size` for codes."""
         import torch
 
         generator = torch.Generator().manual_seed(seed)
+        if self.kind == "codes":
+            if codebook_size is None:
+                raise ValueError("random codes need the codebook size")
+            return (torch.randint(0, codebook_size, self.shape(length), generator=generator),)
         scale = 0.1 if self.kind == "waveform" else 1.0
         return (scale * torch.randn(self.shape(length), generator=generator),)
 
@@ -139,7 +151,7 @@ class InputSpec:
     def from_dict(cls, data: Mapping[str, object]) -> InputSpec:
         """The spec `to_dict` wrote; raises ValueError for a malformed dictionary."""
         kind = str_field(data, "kind")
-        kinds: dict[str, InputKind] = {"waveform": "waveform", "mel": "mel", "fbank": "fbank"}
+        kinds: dict[str, InputKind] = {"waveform": "waveform", "mel": "mel", "fbank": "fbank", "codes": "codes"}
         if kind not in kinds:
             raise ValueError(f"field 'kind' should be one of {', '.join(map(repr, kinds))}, not {kind!r}")
         return cls(
@@ -230,6 +242,14 @@ HIDDEN_STATES_OUTPUT = OutputSpec(
     description="the encoder's last hidden state, one feature vector per frame",
 )
 
+CODES_OUTPUT = OutputSpec(
+    kind="codes",
+    layout=("batch", "frames", "codebooks"),
+    postprocess="write-codes",
+    description="a codec's codes: one codebook index per codebook and frame (int64); its decode method gives the "
+    "waveform back",
+)
+
 OUTPUTS = (
     CTC_LOGITS_OUTPUT,
     WAVEFORM_OUTPUT,
@@ -237,6 +257,7 @@ OUTPUTS = (
     FRAME_CLASS_LOGITS_OUTPUT,
     EMBEDDING_OUTPUT,
     HIDDEN_STATES_OUTPUT,
+    CODES_OUTPUT,
 )
 """Every output a program can have: its kind, layout and post-processing go together."""
 
@@ -247,4 +268,5 @@ _TASK_OF_OUTPUT: dict[OutputKind, Task] = {
     "frame-class-logits": "audio-frame-classification",
     "embedding": "speaker-embedding",
     "hidden-states": "features",
+    "codes": "codec",
 }

@@ -28,6 +28,7 @@ _EXPORTS = {
     "Transcript": "audiodeploy.runtime.model",
     "Vocoder": "audiodeploy.runtime.model",
     "Waveform": "audiodeploy.runtime.model",
+    "Codec": "audiodeploy.runtime.model",
     "WindowOptionError": "audiodeploy.runtime.model",
     "WrittenAudio": "audiodeploy.runtime.model",
     "load": "audiodeploy.runtime.model",
@@ -45,6 +46,7 @@ if TYPE_CHECKING:
     from audiodeploy.runtime.model import (
         AudioClassifier,
         Classification,
+        Codec,
         FeatureExtractor,
         Model,
         Segment,

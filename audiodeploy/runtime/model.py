@@ -7,6 +7,8 @@
     vocoder.vocode_to_file("mel.npy", "speech.wav")  # long mels stream to disk in windows
     emotion = runtime.load("my-emotion-model.pte")  # an AudioClassifier: the sidecar has its labels
     print(emotion.classify("speech.wav").top(3))    # [("happy", 0.81), ...]
+    codec = runtime.load("dac.pte")                # a Codec: one program, an encode and a decode method
+    codec.decode_to_file(codec.encode("speech.wav"), "back.wav")
 
 Only the program and its description are needed: no recipe, no model library.
 """
@@ -25,7 +27,15 @@ import numpy as np
 from audiodeploy._files import display
 from audiodeploy.errors import AudiodeployError
 from audiodeploy.program.audio import AudioFile, AudioInputError, WavWriter, clipping_warning, open_audio
-from audiodeploy.program.description import DescriptionError, ProgramDescription, read_sidecar, sidecar_path
+from audiodeploy.program.description import (
+    DECODE_METHOD,
+    ENCODE_METHOD,
+    CodecDecoder,
+    DescriptionError,
+    ProgramDescription,
+    read_sidecar,
+    sidecar_path,
+)
 from audiodeploy.program.spec import InputSpec, Task
 from audiodeploy.runtime.program import Program
 from audiodeploy.runtime.windows import Window, WindowPlan, plan_windows
@@ -152,6 +162,8 @@ class _Windowed(Model):
     description: ProgramDescription
     unit: int
     """Input steps per output step (see `windows`)."""
+    method = "forward"
+    """The method each window runs."""
 
     @property
     def spec(self) -> InputSpec:
@@ -211,7 +223,7 @@ class _Windowed(Model):
     def _run_window(self, batch: np.ndarray) -> np.ndarray:
         import torch
 
-        output = self.program.run((torch.from_numpy(batch),))[0]
+        output = self.program.run((torch.from_numpy(batch),), self.method)[0]
         result = output.detach().numpy()
         if not np.isfinite(result).all():
             raise AudioInputError(
@@ -477,6 +489,9 @@ class _MelSource:
 class Vocoder(_Windowed):
     """A vocoder program: mel frames in, `hop` waveform samples per frame out."""
 
+    frame_dtype: type[np.generic] = np.float32
+    """What the program takes its frames as."""
+
     def __init__(self, program: Program, description: ProgramDescription, path: Path | None = None) -> None:
         super().__init__(program, description, path)
         self.unit = 1
@@ -546,7 +561,7 @@ class Vocoder(_Windowed):
         try:
             plan = self.plan(mel.total, window_seconds, overlap_seconds)
             for window in self._each_window(plan, progress, "vocoding"):
-                batch = np.zeros(spec.shape(window.units), dtype=np.float32)
+                batch = np.zeros(spec.shape(window.units), dtype=self.frame_dtype)
                 frames = mel.read(window.start, window.start + window.valid)
                 batch[0, : frames.shape[0]] = frames
                 waveform = self._run_window(batch).reshape(-1)
@@ -597,29 +612,153 @@ class Vocoder(_Windowed):
         return WrittenAudio(Path(path), writer.samples, self.spec.sample_rate, windows, writer.clipped)
 
 
-def _load_npy(path: Path) -> np.ndarray:
+class Codec(_WaveformEncoder):
+    """A codec program: ``encode`` turns a waveform into codes, ``decode`` turns codes back into a waveform.
+
+    Codes are int64 codebook indices shaped `(codebooks, frames)`, as transformers gives them, one frame every
+    `hop` samples. Long inputs run in windows both ways, as `SpeechRecognizer.transcribe` and `Vocoder.vocode` do:
+    each frame of codes (each sample of the waveform) comes from one window, away from its edges.
+    """
+
+    method = ENCODE_METHOD
+
+    def __init__(self, program: Program, description: ProgramDescription, path: Path | None = None) -> None:
+        super().__init__(program, description, path)
+        self._decoder = _CodesDecoder(program, description, path)
+
+    @property
+    def codebooks(self) -> int:
+        return self._decoder.decoder.codebooks
+
+    @property
+    def codebook_size(self) -> int:
+        return self._decoder.decoder.codebook_size
+
+    @property
+    def hop(self) -> int:
+        """Waveform samples per frame of codes."""
+        return self.spec.length_multiple
+
+    def encode(
+        self,
+        audio: str | os.PathLike[str] | np.ndarray | torch.Tensor,
+        *,
+        sample_rate: int | None = None,
+        window_seconds: float | None = None,
+        overlap_seconds: float | None = None,
+        progress: bool = False,
+    ) -> np.ndarray:
+        """The codes of `audio` (a file path, or mono samples at `sample_rate`): `(codebooks, frames)` int64, a frame
+        for every `hop` samples begun."""
+        arguments = (audio, sample_rate, window_seconds, overlap_seconds, progress, "encoding", lambda x: x)
+        frames = self._frames(*arguments)[0]
+        return np.ascontiguousarray(frames.T, dtype=np.int64)
+
+    def decode(
+        self,
+        codes: str | os.PathLike[str] | np.ndarray | torch.Tensor,
+        *,
+        window_seconds: float | None = None,
+        overlap_seconds: float | None = None,
+        progress: bool = False,
+    ) -> Waveform:
+        """The waveform of `codes` (a .npy path, or an array shaped `(codebooks, frames)` or `(1, codebooks,
+        frames)`): `frames * hop` samples. For long inputs prefer `decode_to_file`, which keeps memory flat."""
+        return self._decoder.vocode(
+            codes, window_seconds=window_seconds, overlap_seconds=overlap_seconds, progress=progress
+        )
+
+    def decode_to_file(
+        self,
+        codes: str | os.PathLike[str] | np.ndarray | torch.Tensor,
+        path: str | os.PathLike[str],
+        *,
+        window_seconds: float | None = None,
+        overlap_seconds: float | None = None,
+        progress: bool = False,
+    ) -> WrittenAudio:
+        """`decode`, written to `path` as a 16-bit wav window by window; the file appears whole when done, and
+        nothing is left behind when anything fails."""
+        return self._decoder.vocode_to_file(
+            codes, path, window_seconds=window_seconds, overlap_seconds=overlap_seconds, progress=progress
+        )
+
+
+class _CodesDecoder(Vocoder):
+    """A codec's ``decode`` method, cut into windows as a vocoder's mel is: frames of codes in, `hop` samples per
+    frame out."""
+
+    method = DECODE_METHOD
+    frame_dtype = np.int64
+
+    @property
+    def decoder(self) -> CodecDecoder:
+        assert self.description.decoder is not None  # a codec's description has one (checked when read)
+        return self.description.decoder
+
+    @property
+    def spec(self) -> InputSpec:
+        return self.decoder.input
+
+    def _mel_source(self, source: object, sample_rate: int | None) -> tuple[_MelSource, Callable[[], None]]:
+        if isinstance(source, (str, os.PathLike)):
+            array, origin = _load_npy(Path(source), "codes", "int64"), display(source)
+        else:
+            array = np.asarray(source.detach().cpu().numpy() if hasattr(source, "detach") else source)
+            origin = "the codes"
+        codebooks, size = self.decoder.codebooks, self.decoder.codebook_size
+        if array.ndim == 3 and array.shape[0] == 1:
+            array = array[0]
+        if array.ndim != 2 or array.shape[0] != codebooks or array.shape[1] == 0:
+            raise AudioInputError(
+                f"{origin}: codes of shape {tuple(array.shape)}; this codec takes ({codebooks}, frames) or "
+                f"(1, {codebooks}, frames), as its encode gives them"
+            )
+        if array.dtype.kind not in "iu":
+            raise AudioInputError(
+                f"{origin}: the codes are {array.dtype} values; give the int64 codebook indices its encode gives"
+            )
+
+        def read(start: int, stop: int) -> np.ndarray:
+            block = np.asarray(array[:, start:stop], dtype=np.int64).T
+            outside = (block < 0) | (block >= size)
+            if outside.any():
+                frame = start + int(np.argmax(outside.any(axis=1)))
+                raise AudioInputError(
+                    f"{origin}: a code outside the codebooks' {size} entries (the first in frame {frame}); give "
+                    f"indices from 0 to {size - 1}, as its encode gives them"
+                )
+            return block
+
+        return _MelSource(int(array.shape[1]), read), lambda: None
+
+
+def _load_npy(path: Path, what: str = "mel", dtype: str = "float32") -> np.ndarray:
+    """The array of `what` (a mel, codes) in the .npy at `path`, memory-mapped; `AudioInputError` (one line, naming
+    `what` and how to save it as `dtype`) when it is not a numeric .npy file."""
     shown = display(path)
     if not path.exists():
-        raise AudioInputError(f"{shown}: no such file; give a mel spectrogram .npy or an audio file")
+        kind = "a mel spectrogram .npy or an audio file" if what == "mel" else f"a {what} .npy"
+        raise AudioInputError(f"{shown}: no such file; give {kind}")
     if not path.is_file():
-        what = "a directory" if path.is_dir() else "not a regular file (a pipe or device)"
-        raise AudioInputError(f"{shown} is {what}; save the mel to a file with numpy.save and give that file")
+        kind = "a directory" if path.is_dir() else "not a regular file (a pipe or device)"
+        raise AudioInputError(f"{shown} is {kind}; save the {what} to a file with numpy.save and give that file")
     try:
-        # Memory-mapped: a long mel is read window by window. Never unpickled: a .npy of Python objects can run
-        # code when loaded, and no mel needs it.
+        # Memory-mapped: a long input is read window by window. Never unpickled: a .npy of Python objects can run
+        # code when loaded, and no input needs it.
         return np.load(path, mmap_mode="r", allow_pickle=False)
     except ValueError as error:
         if "pickle" in str(error) or "Python objects" in str(error):
             raise AudioInputError(
                 f"{shown}: not a numeric .npy array (it holds Python objects or is not a .npy file); "
-                "save the mel as numbers, e.g. numpy.save(path, mel.astype('float32'))"
+                f"save the {what} as numbers, e.g. numpy.save(path, {what}.astype('{dtype}'))"
             ) from None
         raise AudioInputError(
-            f"{shown}: not a readable .npy array ({_one_line(error)}); save the mel with numpy.save"
+            f"{shown}: not a readable .npy array ({_one_line(error)}); save the {what} with numpy.save"
         ) from None
     except (OSError, EOFError) as error:
         raise AudioInputError(
-            f"{shown}: not a readable .npy array ({_one_line(error)}); save the mel with numpy.save"
+            f"{shown}: not a readable .npy array ({_one_line(error)}); save the {what} with numpy.save"
         ) from None
 
 
@@ -646,7 +785,8 @@ def load(path: str | os.PathLike[str], data_path: str | os.PathLike[str] | None 
     """Load a .pte and its description (the sidecar beside it), checked against each other.
 
     Returns a `SpeechRecognizer` for a CTC program, a `Vocoder` for a vocoder, an `AudioClassifier` for a
-    classifier (of the whole input or per frame), a `FeatureExtractor` for hidden states or speaker embeddings, and
+    classifier (of the whole input or per frame), a `FeatureExtractor` for hidden states or speaker embeddings, a
+    `Codec` for a codec, and
     a plain `Model` (which can only `run`) when there is no sidecar. Raises `ProgramLoadError` for a file that is not a loadable program
     and `DescriptionError` for a sidecar that is malformed or describes another program; both say what to do.
     """
@@ -657,7 +797,7 @@ def load(path: str | os.PathLike[str], data_path: str | os.PathLike[str] | None 
     sidecar = read_sidecar(path)
     sidecar.check_digest(program.sha256, display(path))
     description = sidecar.description
-    description.check_program(program.input_specs(), program.output_specs(), display(path))
+    description.check_program(program, display(path))
     return _MODEL_OF_TASK[description.task](program, description, path)
 
 
@@ -668,11 +808,13 @@ _MODEL_OF_TASK: dict[Task, type[_Windowed]] = {
     "audio-frame-classification": AudioClassifier,
     "speaker-embedding": FeatureExtractor,
     "features": FeatureExtractor,
+    "codec": Codec,
 }
 
 __all__ = [
     "AudioClassifier",
     "Classification",
+    "Codec",
     "DescriptionError",
     "FeatureExtractor",
     "Model",

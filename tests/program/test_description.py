@@ -40,6 +40,27 @@ class Declared:
     sizes: tuple[int, ...]
 
 
+@dataclass(frozen=True)
+class DeclaredProgram:
+    """What a loaded program declares, method by method (`ProgramDescription.check_program` reads it)."""
+
+    methods: dict[str, tuple[list[Declared], list[Declared]]]
+
+    @classmethod
+    def forward(cls, inputs: list[Declared], outputs: list[Declared]) -> DeclaredProgram:
+        return cls({"forward": (inputs, outputs)})
+
+    @property
+    def method_names(self) -> list[str]:
+        return sorted(self.methods)
+
+    def input_specs(self, method: str = "forward") -> list[Declared]:
+        return self.methods[method][0]
+
+    def output_specs(self, method: str = "forward") -> list[Declared]:
+        return self.methods[method][1]
+
+
 def write_sidecar(tmp_path, model: dict, program: bytes = b"program bytes") -> object:
     pte = tmp_path / "m.pte"
     pte.write_bytes(program)
@@ -115,7 +136,10 @@ def test_a_missing_sidecar_or_a_directory_in_its_place_is_refused(tmp_path):
 def test_a_description_that_does_not_fit_the_program_is_refused(tmp_path, inputs, outputs, words):
     description = read_sidecar(write_sidecar(tmp_path, model_dict())).description
     with pytest.raises(DescriptionError, match=words):
-        description.check_program(inputs, outputs, "m.pte")
-    description.check_program(
-        [Declared("torch.float32", (1, 32_000))], [Declared("torch.float32", (1, 99, 32))], "m.pte"
+        description.check_program(DeclaredProgram.forward(inputs, outputs), "m.pte")
+    with pytest.raises(DescriptionError, match="describes method 'forward'; the program has encode"):
+        description.check_program(DeclaredProgram({"encode": ([], [])}), "m.pte")
+    fitting = DeclaredProgram.forward(
+        [Declared("torch.float32", (1, 32_000))], [Declared("torch.float32", (1, 99, 32))]
     )
+    description.check_program(fitting, "m.pte")

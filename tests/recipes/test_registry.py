@@ -33,6 +33,7 @@ from tests.recipes.helpers import assert_exports_like_eager, assert_one_line
 
 BUILT_IN = (
     "bigvgan",
+    "dac",
     "data2vec-audio",
     "hifigan",
     "hubert",
@@ -103,6 +104,7 @@ def test_get_returns_the_declared_recipe():
         ("hifigan", ("v1", "v2", "v3"), ("original",)),
         ("speecht5-hifigan", ("v1", "spectral-norm"), ("transformers",)),
         ("univnet", ("c32",), ("transformers",)),
+        ("dac", ("16khz", "24khz", "44khz"), ("transformers",)),
         (
             "bigvgan",
             (
