@@ -13,7 +13,7 @@ import torch
 from torch import nn
 
 if TYPE_CHECKING:
-    from transformers import DacModel, SpeechT5HifiGan, UnivNetModel
+    from transformers import DacModel, MimiModel, SpeechT5HifiGan, UnivNetModel
 
 
 # Speech encoders (wav2vec2, HuBERT, WavLM and their kin): waveform in, the head's output out.
@@ -163,3 +163,29 @@ class DacDecode(nn.Module):
     def forward(self, codes: torch.Tensor) -> torch.Tensor:
         waveform: torch.Tensor = self.model.decode(audio_codes=codes.transpose(1, 2), return_dict=True).audio_values
         return nn.functional.pad(waveform, (0, codes.shape[1] * self.hop - waveform.shape[-1]))
+
+
+class MimiEncode(nn.Module):
+    """`(1, samples)` float32 waveform → `(1, frames, codebooks)` int64 codes of transformers' `MimiModel`, from
+    its first `codebooks` quantizers."""
+
+    def __init__(self, model: MimiModel, codebooks: int) -> None:
+        super().__init__()
+        self.model = model
+        self.codebooks = codebooks
+
+    def forward(self, waveform: torch.Tensor) -> torch.Tensor:
+        codes: torch.Tensor = self.model.encode(waveform[:, None], num_quantizers=self.codebooks).audio_codes
+        return codes.transpose(1, 2)
+
+
+class MimiDecode(nn.Module):
+    """`(1, frames, codebooks)` int64 codes → `(1, frames * hop)` float32 waveform of transformers' `MimiModel`."""
+
+    def __init__(self, model: MimiModel) -> None:
+        super().__init__()
+        self.model = model
+
+    def forward(self, codes: torch.Tensor) -> torch.Tensor:
+        waveform: torch.Tensor = self.model.decode(codes.transpose(1, 2)).audio_values
+        return waveform[:, 0]

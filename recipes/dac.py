@@ -1,10 +1,5 @@
-"""DAC, the Descript Audio Codec (`dac`): waveform to codes and back, from transformers' `DacModel`.
-
-One program with two methods, as a codec is used: ``encode`` takes a mono waveform `(1, samples)` and gives
-`(1, frames, codebooks)` int64 codes, one frame every `hop` samples; ``decode`` takes such codes and gives the
-waveform `(1, frames * hop)`. The codes are laid out frames first, as a mel is, so that the runtime cuts both
-into windows along the same axis; `audiodeploy run` and `Codec.encode` give them as transformers does,
-`(codebooks, frames)`.
+"""DAC, the Descript Audio Codec (`dac`): waveform to codes and back, from transformers' `DacModel` (one program,
+an ``encode`` and a ``decode`` method: see `_codec`).
 
 transformers' DAC checkpoints store plain convolution weights (its conversion removes the original's weight norm),
 so nothing is folded; what the lowering core rewrites is the codebook search (`F.normalize` of the latents and the
@@ -14,29 +9,17 @@ activations.
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
-from ._transformers import load_pretrained, refuse_incomplete
-from ._vocoder import audible_synthetic_init
-from .registry import Recipe, register
-from .spec import (
-    CODES_OUTPUT,
-    BuildRequest,
-    BuiltDecoder,
-    BuiltModel,
-    InputSpec,
-    LengthRange,
-    Variant,
-    synthetic_provenance,
-    tiny_variant,
-    waveform_input,
-)
+from ._codec import CodecRecipe
+from .registry import register
+from .spec import Variant, tiny_variant
 
 if TYPE_CHECKING:
-    from transformers import DacConfig
+    from torch import nn
+    from transformers import DacConfig, PretrainedConfig, PreTrainedModel
 
 
 @dataclass(frozen=True)
@@ -99,11 +82,9 @@ V44KHZ = Variant(
 
 
 @register
-class DacRecipe(Recipe[DacArchitecture]):
+class DacRecipe(CodecRecipe[DacArchitecture]):
     name = "dac"
     description = "Descript Audio Codec (transformers DacModel): waveform to codes (encode) and back (decode)"
-    task = "codec"
-    sources = ("transformers",)
     variants = (
         V16KHZ,
         V24KHZ,
@@ -111,12 +92,8 @@ class DacRecipe(Recipe[DacArchitecture]):
         tiny_variant("tiny", V16KHZ, "test size of '16khz': three blocks, 8/64 channels, two codebooks of 64"),
     )
     sample_rate = 16_000
-    input_kind = "waveform"
-    output = CODES_OUTPUT
-    default_length_range = LengthRange(1.0, 10.0)
-    # Decoded waveform samples in [-1, 1]; the codes must be equal.
-    atol = 1e-3
     transformers_model_type = "dac"
+    transformers_model_class_name = "DacModel"
 
     def transformers_config(self, architecture: DacArchitecture) -> DacConfig:
         from transformers import DacConfig
@@ -131,45 +108,14 @@ class DacRecipe(Recipe[DacArchitecture]):
             sampling_rate=architecture.sample_rate,
         )
 
-    def _build(self, request: BuildRequest[DacArchitecture]) -> BuiltModel:
-        import torch
-        from transformers import DacModel
+    def hop_length(self, config: PretrainedConfig) -> int:
+        return math.prod(cast("DacConfig", config).downsampling_ratios)
 
+    def codebooks(self, config: PretrainedConfig, architecture: DacArchitecture) -> tuple[int, int]:
+        dac = cast("DacConfig", config)
+        return dac.n_codebooks, dac.codebook_size
+
+    def export_modules(self, model: PreTrainedModel, codebooks: int) -> tuple[nn.Module, nn.Module]:
         from ._modules import DacDecode, DacEncode
 
-        notes: tuple[str, ...] = ()
-        if request.weights is None:
-            torch.manual_seed(request.seed)
-            model = DacModel(self.transformers_config(request.variant.architecture))
-            # transformers' initialization (std 0.02) gives a near-silent decoder, against which the tolerance
-            # would say nothing.
-            audible_synthetic_init(model)
-            provenance = synthetic_provenance(request.variant, request.seed)
-            notes = ("synthetic convolution weights are LeCun-normal (std 1/sqrt(fan-in)): the codes are noise",)
-        else:
-            model, missing = load_pretrained(DacModel, request.weights, "dac", self.name, None, request.seed)
-            refuse_incomplete(request.weights, missing, DacModel, "dac")
-            provenance = f"loaded from {request.weights} (transformers DacModel)"
-        config = model.config
-        hop = math.prod(config.downsampling_ratios)
-        spec = waveform_input(config.sampling_rate, hop, request.length_range)
-        built = self._package(request, DacEncode(model), spec, provenance, notes)
-        codes = InputSpec(
-            kind="codes",
-            layout=("batch", "frames", "codebooks"),
-            sample_rate=config.sampling_rate,
-            samples_per_step=hop,
-            length_multiple=1,
-            min_length=spec.min_length // hop,
-            max_length=spec.max_length // hop,
-            feature_size=config.n_codebooks,
-        )
-        decode = DacDecode(model).eval()
-        decoder = BuiltDecoder(
-            module=decode,
-            example_inputs=codes.random_inputs(codes.example_length, request.seed, config.codebook_size),
-            dynamic_shapes=codes.dynamic_shapes(),
-            input=codes,
-            codebook_size=config.codebook_size,
-        )
-        return dataclasses.replace(built, decoder=decoder)
+        return DacEncode(model), DacDecode(model)

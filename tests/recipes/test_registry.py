@@ -37,6 +37,7 @@ BUILT_IN = (
     "data2vec-audio",
     "hifigan",
     "hubert",
+    "mimi",
     "sew",
     "sew-d",
     "speecht5-hifigan",
@@ -105,6 +106,7 @@ def test_get_returns_the_declared_recipe():
         ("speecht5-hifigan", ("v1", "spectral-norm"), ("transformers",)),
         ("univnet", ("c32",), ("transformers",)),
         ("dac", ("16khz", "24khz", "44khz"), ("transformers",)),
+        ("mimi", ("8-codebooks", "32-codebooks"), ("transformers",)),
         (
             "bigvgan",
             (

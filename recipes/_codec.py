@@ -1,0 +1,118 @@
+"""What the codec recipes share: a transformers model built or loaded, and one program with two methods.
+
+``encode`` takes a mono waveform `(1, samples)` and gives `(1, frames, codebooks)` int64 codes, one frame every
+`hop` samples; ``decode`` takes such codes and gives the waveform `(1, frames * hop)`. The codes are laid out frames
+first, as a mel is, so that the runtime cuts both into windows along the same axis (`runtime.Codec` gives them as
+transformers does, `(codebooks, frames)`). A family declares its config, its hop and codebooks, and its two export
+wrappers (in `_modules`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from abc import abstractmethod
+from typing import TYPE_CHECKING
+
+from ._transformers import load_pretrained, refuse_incomplete, transformers_class
+from ._vocoder import audible_synthetic_init
+from .registry import Recipe
+from .spec import (
+    CODES_OUTPUT,
+    ArchitectureT,
+    BuildRequest,
+    BuiltDecoder,
+    BuiltModel,
+    InputSpec,
+    LengthRange,
+    synthetic_provenance,
+    waveform_input,
+)
+
+if TYPE_CHECKING:
+    from torch import nn
+    from transformers import PretrainedConfig, PreTrainedModel
+
+
+class CodecRecipe(Recipe[ArchitectureT]):
+    """Shared build logic of the codecs."""
+
+    task = "codec"
+    input_kind = "waveform"
+    output = CODES_OUTPUT
+    sources = ("transformers",)
+    default_length_range = LengthRange(1.0, 10.0)
+    # Decoded waveform samples in [-1, 1]; the codes must be equal.
+    atol = 1e-3
+
+    transformers_model_type: str
+    transformers_model_class_name: str
+
+    @abstractmethod
+    def transformers_config(self, architecture: ArchitectureT) -> PretrainedConfig:
+        """The transformers config of `architecture`."""
+
+    @abstractmethod
+    def hop_length(self, config: PretrainedConfig) -> int:
+        """Waveform samples per frame of codes."""
+
+    @abstractmethod
+    def codebooks(self, config: PretrainedConfig, architecture: ArchitectureT) -> tuple[int, int]:
+        """How many codebooks the codes of `architecture`'s variant have (a checkpoint's `config`), and how many
+        entries each."""
+
+    @abstractmethod
+    def export_modules(self, model: PreTrainedModel, codebooks: int) -> tuple[nn.Module, nn.Module]:
+        """The ``encode`` (to `codebooks` codebooks) and ``decode`` wrappers of `model`."""
+
+    def synthetic_init(self, model: PreTrainedModel) -> None:
+        """Redraw what transformers' initialization leaves silent, from the global RNG: by default every
+        convolution (`audible_synthetic_init`; std 0.02 gives a near-silent decoder, against which the tolerance
+        would say nothing)."""
+        audible_synthetic_init(model)
+
+    def check_length_range(self, length_range: LengthRange, hop: int, sample_rate: int) -> None:
+        """Raise `LengthRangeError` for a range the family cannot export; any range `waveform_input` takes, by
+        default."""
+
+    def _build(self, request: BuildRequest[ArchitectureT]) -> BuiltModel:
+        import torch
+
+        model_class = transformers_class(self.transformers_model_class_name)
+        notes: tuple[str, ...] = ()
+        if request.weights is None:
+            torch.manual_seed(request.seed)
+            model = model_class(self.transformers_config(request.variant.architecture))
+            self.synthetic_init(model)
+            provenance = synthetic_provenance(request.variant, request.seed)
+            notes = ("synthetic convolution weights are LeCun-normal (std 1/sqrt(fan-in)): the codes are noise",)
+        else:
+            model, missing = load_pretrained(
+                model_class, request.weights, self.transformers_model_type, self.name, None, request.seed
+            )
+            refuse_incomplete(request.weights, missing, model_class, self.transformers_model_type)
+            provenance = f"loaded from {request.weights} (transformers {model_class.__name__})"
+        config = model.config
+        hop, rate = self.hop_length(config), int(config.sampling_rate)
+        self.check_length_range(request.length_range, hop, rate)
+        codebooks, codebook_size = self.codebooks(config, request.variant.architecture)
+        spec = waveform_input(rate, hop, request.length_range)
+        encode, decode = self.export_modules(model.eval(), codebooks)
+        built = self._package(request, encode, spec, provenance, notes)
+        codes = InputSpec(
+            kind="codes",
+            layout=("batch", "frames", "codebooks"),
+            sample_rate=rate,
+            samples_per_step=hop,
+            length_multiple=1,
+            min_length=spec.min_length // hop,
+            max_length=spec.max_length // hop,
+            feature_size=codebooks,
+        )
+        decoder = BuiltDecoder(
+            module=decode.eval(),
+            example_inputs=codes.random_inputs(codes.example_length, request.seed, codebook_size),
+            dynamic_shapes=codes.dynamic_shapes(),
+            input=codes,
+            codebook_size=codebook_size,
+        )
+        return dataclasses.replace(built, decoder=decoder)
