@@ -46,6 +46,9 @@ class CodecRecipe(Recipe[ArchitectureT]):
 
     transformers_model_type: str
     transformers_model_class_name: str
+    zero_started_codebooks: str | None = None
+    """The name of the buffers that hold a codebook transformers starts at zero (running means, learnt by EMA):
+    every code would be 0 and every decoded frame silence, so synthetic weights draw them."""
 
     @abstractmethod
     def transformers_config(self, architecture: ArchitectureT) -> PretrainedConfig:
@@ -65,10 +68,18 @@ class CodecRecipe(Recipe[ArchitectureT]):
         """The ``encode`` (to `codebooks` codebooks) and ``decode`` wrappers of `model`."""
 
     def synthetic_init(self, model: PreTrainedModel) -> None:
-        """Redraw what transformers' initialization leaves silent, from the global RNG: by default every
-        convolution (`audible_synthetic_init`; std 0.02 gives a near-silent decoder, against which the tolerance
-        would say nothing)."""
+        """Redraw what transformers' initialization leaves silent, from the global RNG: every convolution
+        (`audible_synthetic_init`; std 0.02 gives a near-silent decoder, against which the tolerance would say
+        nothing), and the `zero_started_codebooks` (unit normal)."""
+        import torch
+
         audible_synthetic_init(model)
+        if self.zero_started_codebooks is None:
+            return
+        for name, buffer in model.named_buffers():
+            if name.rpartition(".")[2] == self.zero_started_codebooks:
+                with torch.no_grad():
+                    buffer.normal_()
 
     def check_length_range(self, length_range: LengthRange, hop: int, sample_rate: int) -> None:
         """Raise `LengthRangeError` for a range the family cannot export; any range `waveform_input` takes, by

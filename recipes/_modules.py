@@ -13,7 +13,7 @@ import torch
 from torch import nn
 
 if TYPE_CHECKING:
-    from transformers import DacModel, MimiModel, SpeechT5HifiGan, UnivNetModel
+    from transformers import DacModel, EncodecModel, MimiModel, SpeechT5HifiGan, UnivNetModel
 
 
 # Speech encoders (wav2vec2, HuBERT, WavLM and their kin): waveform in, the head's output out.
@@ -188,4 +188,30 @@ class MimiDecode(nn.Module):
 
     def forward(self, codes: torch.Tensor) -> torch.Tensor:
         waveform: torch.Tensor = self.model.decode(codes.transpose(1, 2)).audio_values
+        return waveform[:, 0]
+
+
+class EncodecEncode(nn.Module):
+    """`(1, samples)` float32 waveform → `(1, frames, codebooks)` int64 codes of transformers' `EncodecModel` at
+    `bandwidth` kbps (mono, unchunked: one frame every hop samples)."""
+
+    def __init__(self, model: EncodecModel, bandwidth: float) -> None:
+        super().__init__()
+        self.model = model
+        self.bandwidth = bandwidth
+
+    def forward(self, waveform: torch.Tensor) -> torch.Tensor:
+        codes: torch.Tensor = self.model.encode(waveform[:, None], bandwidth=self.bandwidth).audio_codes[0]
+        return codes.transpose(1, 2)
+
+
+class EncodecDecode(nn.Module):
+    """`(1, frames, codebooks)` int64 codes → `(1, frames * hop)` float32 waveform of transformers' `EncodecModel`."""
+
+    def __init__(self, model: EncodecModel) -> None:
+        super().__init__()
+        self.model = model
+
+    def forward(self, codes: torch.Tensor) -> torch.Tensor:
+        waveform: torch.Tensor = self.model.decode(codes.transpose(1, 2)[None], [None]).audio_values
         return waveform[:, 0]

@@ -58,10 +58,12 @@ def audible_synthetic_init(model: nn.Module) -> None:
     HiFi-GAN outputs about 1e-5 and a tiny one 1e-8: silence, against which any tolerance is vacuous. With
     fan-in scaling the synthetic waveform has speech-like amplitude (standard deviation 0.2-0.6, below tanh
     saturation), so comparisons with a lowered program mean something. The fan-in of a transposed convolution
-    is what one output sample sums over: in_channels * kernel / stride.
+    is what one output sample sums over: in_channels * kernel / stride. A weight computed by a parametrization
+    (EnCodec's `weight_norm`) is assigned, which sets the parameters it is computed from (its `right_inverse`).
     """
     import torch
     from torch import nn
+    from torch.nn.utils import parametrize
 
     for module in model.modules():
         if isinstance(module, nn.ConvTranspose1d):
@@ -71,7 +73,10 @@ def audible_synthetic_init(model: nn.Module) -> None:
         else:
             continue
         with torch.no_grad():
-            module.weight.normal_(0.0, fan_in**-0.5)
+            if parametrize.is_parametrized(module, "weight"):
+                module.weight = torch.randn_like(module.weight) * fan_in**-0.5
+            else:
+                module.weight.normal_(0.0, fan_in**-0.5)
             if module.bias is not None:
                 module.bias.zero_()
 

@@ -94,6 +94,7 @@ class MimiRecipe(CodecRecipe[MimiArchitecture]):
     default_length_range = LengthRange(2.5, 10.0)
     transformers_model_type = "mimi"
     transformers_model_class_name = "MimiModel"
+    zero_started_codebooks = "embed_sum"  # divided by cluster_usage (ones) to give the codebook
 
     def transformers_config(self, architecture: MimiArchitecture) -> MimiConfig:
         from transformers import MimiConfig
@@ -111,17 +112,6 @@ class MimiRecipe(CodecRecipe[MimiArchitecture]):
             num_quantizers=architecture.num_quantizers,
             upsample_groups=architecture.upsample_groups,
         )
-
-    def synthetic_init(self, model: PreTrainedModel) -> None:
-        """Also the codebooks: Mimi's are running means (``embed_sum / cluster_usage``) that start at zero, so every
-        frame would be code 0 and every decoded frame silence."""
-        import torch
-
-        super().synthetic_init(model)
-        for name, buffer in model.named_buffers():
-            if name.endswith(".embed_sum"):
-                with torch.no_grad():
-                    buffer.normal_()
 
     def hop_length(self, config: PretrainedConfig) -> int:
         return int(cast("MimiConfig", config).frame_size)

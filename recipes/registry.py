@@ -79,6 +79,10 @@ class Recipe(ABC, Generic[ArchitectureT]):
     """The schemes this recipe takes (`audiodeploy.QuantizationScheme` values, as the command line spells them),
     measured end to end on its tiny variant (tests/recipes/test_quantized.py); none by default.
     `check_int8_scheme` refuses the others."""
+    window_overlap: float | None = None
+    """The share of a window that the runtime overlaps neighbouring windows by when the user gives no overlap: more
+    than its default fifth for a model that needs a warm-up (an LSTM that a window starts afresh); None: the
+    default."""
     transformers_model_type: str | None = None
     """The ``model_type`` of the transformers checkpoints this recipe builds, if any: `for_checkpoint` finds the
     recipe of a checkpoint by it."""
@@ -205,6 +209,7 @@ class Recipe(ABC, Generic[ArchitectureT]):
             mel=mel,
             fbank=fbank,
             notes=notes,
+            window_overlap=self.window_overlap,
             keep_fp32=keep_fp32 if head is None else head.keep_fp32,
         )
 

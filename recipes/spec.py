@@ -266,6 +266,8 @@ class BuiltModel:
     recipe's (`Recipe.default_keep_fp32`), or the built head's."""
     decoder: BuiltDecoder | None = None
     """A codec's ``decode`` method; `module` is then its ``encode`` (see `methods`)."""
+    window_overlap: float | None = None
+    """The share of a window the runtime overlaps windows by, by default (`Recipe.window_overlap`)."""
 
     @property
     def method(self) -> str:
@@ -317,4 +319,5 @@ class BuiltModel:
             notes=self.notes,
             max_abs_diff_vs_eager=differences.get(self.method),
             decoder=decoder,
+            window_overlap=self.window_overlap,
         )

@@ -117,6 +117,9 @@ class ProgramDescription(Record):
     nothing was compared."""
     decoder: CodecDecoder | None = field(default=None, metadata=OMITTED_WHEN_NONE)
     """A codec's ``decode`` method (its ``encode`` method is `input` to `output`); None for other programs."""
+    window_overlap: float | None = field(default=None, metadata=OMITTED_WHEN_NONE)
+    """The share of a window that neighbouring windows overlap by when the user gives no overlap: a recurrent
+    model's warm-up (EnCodec's LSTM); None: the runtime's default, a fifth."""
 
     def __post_init__(self) -> None:
         if self.sample_rate != self.input.sample_rate:
@@ -137,6 +140,8 @@ class ProgramDescription(Record):
             raise ValueError("a codec's 'decoder' should take a frame of codes per frame of its waveform 'input'")
         if self.input.kind == "codes":
             raise ValueError("field 'input' takes codes only in a codec's 'decoder'")
+        if self.window_overlap is not None and not 0 <= self.window_overlap < 1:
+            raise ValueError("field 'window_overlap' should be a share of a window, at least 0 and below 1")
         if (self.input.kind == "fbank") != (self.fbank is not None):
             raise ValueError("field 'fbank' is for programs with a 'fbank' input, and they need it")
         if self.fbank is not None and (

@@ -45,7 +45,7 @@ if TYPE_CHECKING:
 
 DEFAULT_OVERLAP_FRACTION = 0.2
 """Without `overlap_seconds`, neighbouring windows overlap by a fifth of a window, so every kept output step has at
-least a tenth of a window of context on each side."""
+least a tenth of a window of context on each side; a description's `window_overlap` says otherwise."""
 
 
 class WindowOptionError(AudiodeployError, ValueError):
@@ -189,7 +189,8 @@ class _Windowed(Model):
                     "give a window in that range"
                 )
         if overlap_seconds is None:
-            overlap = max(tail, math.floor(window * DEFAULT_OVERLAP_FRACTION))
+            share = self.description.window_overlap
+            overlap = max(tail, math.floor(window * (DEFAULT_OVERLAP_FRACTION if share is None else share)))
         else:
             if not (math.isfinite(overlap_seconds) and overlap_seconds >= 0):
                 raise WindowOptionError(f"an overlap of {overlap_seconds} s is not a duration; give seconds >= 0")

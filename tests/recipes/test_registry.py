@@ -35,6 +35,7 @@ BUILT_IN = (
     "bigvgan",
     "dac",
     "data2vec-audio",
+    "encodec",
     "hifigan",
     "hubert",
     "mimi",
@@ -107,6 +108,11 @@ def test_get_returns_the_declared_recipe():
         ("univnet", ("c32",), ("transformers",)),
         ("dac", ("16khz", "24khz", "44khz"), ("transformers",)),
         ("mimi", ("8-codebooks", "32-codebooks"), ("transformers",)),
+        (
+            "encodec",
+            ("24khz-6kbps", "24khz-1.5kbps", "24khz-3kbps", "24khz-12kbps", "24khz-24kbps"),
+            ("transformers",),
+        ),
         (
             "bigvgan",
             (

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import itertools
 import json
+import math
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -79,6 +81,26 @@ def test_window_and_overlap_options_change_the_runs_not_the_result(ctc):
     assert other.windows > default.windows and other.labels == default.labels
     short = model.transcribe(audio[:1000])  # shorter than the program's minimum: padded, one window
     assert short.windows == 1 and len(short.labels) == 1000 // 20 - 1
+
+
+def test_a_descriptions_window_overlap_is_the_overlap_when_none_is_given(ctc, tmp_path):
+    """A recurrent model's recipe asks for more overlap than the default fifth (EnCodec's LSTM): the sidecar says so,
+    and the runtime's windows follow it, unless the user gives an overlap."""
+    shutil.copy(ctc[0], tmp_path / "m.pte")
+    sidecar = json.loads(ctc[0].with_suffix(".json").read_text())
+    sidecar["model"]["window_overlap"] = 0.6
+    (tmp_path / "m.json").write_text(json.dumps(sidecar))
+    default, recurrent = runtime.load(ctc[0]), runtime.load(tmp_path / "m.pte")
+    total = 5 * default.spec.max_length
+    first, second = default.plan(total, None, None).windows[:2]
+    assert second.start - first.start == first.units - first.units // 5  # windows advance by what they do not share
+    first, second = recurrent.plan(total, None, None).windows[:2]
+    assert second.start - first.start == first.units - math.floor(first.units * 0.6)
+    assert recurrent.plan(total, None, 0.1).windows == default.plan(total, None, 0.1).windows
+    sidecar["model"]["window_overlap"] = 1.0
+    (tmp_path / "m.json").write_text(json.dumps(sidecar))
+    with pytest.raises(DescriptionError, match="'window_overlap' should be a share of a window"):
+        runtime.load(tmp_path / "m.pte")
 
 
 @pytest.mark.parametrize(
