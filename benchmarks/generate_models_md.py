@@ -384,6 +384,30 @@ SECTIONS = {"pos_conv": pos_conv_section}
 """Sections of other benchmarks, after the bench results (which come first, summary then details)."""
 
 
+def codec_summary(results: list[dict]) -> list[str]:
+    """One row per codec, method and length of `benchmarks/codec_methods.py`."""
+    lines = [
+        "## Codecs, method by method (`python benchmarks/codec_methods.py RECIPE --variant V`)",
+        "",
+        "A codec's program has an `encode` and a `decode` method, which `audiodeploy bench` does not time yet: each "
+        "method against its eager module, alternated, on the same input (decode: the codes eager gives for that "
+        "audio). No ONNX Runtime column yet.",
+        "",
+        "| codec | method | input | measured on | delegates | audiodeploy | eager | ours / eager | against eager |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for result in results:
+        where = f"{result['machine']['processor']}, {result['machine']['threads']} thread(s)"
+        for case in result["cases"]:
+            lines.append(
+                f"| {result['recipe']} {result['variant']} | {case['method']} | {case['seconds']:g} s "
+                f"| {result['machine']['date'][:10]}, {where} | {result['methods'][case['method']]['delegates']} "
+                f"| {case['audiodeploy_ms']:,.0f} ms | {case['eager_ms']:,.0f} ms | {case['ratio']:.3f} "
+                f"| {case['difference']} |"
+            )
+    return lines + [""]
+
+
 def load_results(directory: Path = RESULTS) -> list[dict]:
     """Every result file; a bench record is read through `BenchRecord` first, so that one that does not follow
     ``audiodeploy.bench/1`` is an error naming the file and field, not a wrong table."""
@@ -420,6 +444,9 @@ def render(results: list[dict] | None = None) -> str:
     fidelity = [r for r in results if r.get("benchmark") == "int8-fidelity"]
     if fidelity:
         lines += int8_fidelity_summary(fidelity)
+    codecs = [r for r in results if r.get("benchmark") == "codec-methods"]
+    if codecs:
+        lines += codec_summary(codecs)
     if bench:
         for result in bench:
             lines += bench_section(result)

@@ -1,0 +1,111 @@
+"""A codec's two methods timed: audiodeploy's program against eager PyTorch, interleaved, at 1 s and 10 s.
+
+`audiodeploy bench` measures one-method programs; until it takes a codec's ``encode`` and ``decode``, this lowers
+the recipe's program as `audiodeploy export` does and times each method beside its eager module on the same input
+(the decode input: the codes eager gives for that audio), alternating the two, median of `--runs` after a warm-up.
+It records the delegates per method, the codes that differ from eager's, the decoded waveform's largest difference,
+and the machine.
+
+    python benchmarks/codec_methods.py dac --variant 16khz
+    python benchmarks/codec_methods.py mimi --variant 8-codebooks --min-seconds 2.5 --seconds 2.5 --seconds 10
+
+Writes benchmarks/results/<recipe>-<variant>-methods.json. Take ratios on an idle machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import time
+from pathlib import Path
+
+import torch
+
+import audiodeploy
+from audiodeploy import recipes
+from audiodeploy._files import atomic_write_text
+from audiodeploy.bench.timing import machine_info, set_threads
+from audiodeploy.recipes.spec import LengthRange
+from audiodeploy.runtime.program import Program
+
+RESULTS = Path(__file__).resolve().parent / "results"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("recipe")
+    parser.add_argument("--variant")
+    parser.add_argument("--seconds", type=float, action="append", help="repeat; default 1 and 10")
+    parser.add_argument("--min-seconds", type=float, default=1.0)
+    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--threads", type=int, default=2)
+    args = parser.parse_args()
+    seconds = sorted(args.seconds or (1.0, 10.0))
+    threads = set_threads(args.threads)
+    recipe = recipes.get(args.recipe)
+    if seconds[0] < args.min_seconds:
+        raise SystemExit(f"--seconds {seconds[0]:g} is below --min-seconds {args.min_seconds:g}: the program's range")
+    built = recipe.build(variant=args.variant, length_range=LengthRange(args.min_seconds, max(seconds)))
+    if built.decoder is None:
+        raise SystemExit(f"{args.recipe} is not a codec: time it with `audiodeploy bench`")
+    start = time.perf_counter()
+    lowered = audiodeploy.lower({name: audiodeploy.Method(*method) for name, method in built.methods.items()})
+    record: dict = {
+        "benchmark": "codec-methods",
+        "recipe": built.recipe,
+        "variant": built.variant,
+        "weights": built.weights_provenance,
+        "machine": machine_info(threads),
+        "lowering_s": round(time.perf_counter() - start, 1),
+        "program_bytes": len(lowered.buffer),
+        "methods": {
+            name: {"delegates": m.delegates, "ops_outside_delegates": dict(m.ops_outside_delegates)}
+            for name, m in lowered.report.methods.items()
+        },
+        "cases": [],
+    }
+    program = Program(lowered.buffer, origin=f"{built.recipe} {built.variant}", trusted=True)
+    for length_seconds in seconds:
+        waveform = built.input.random_inputs(built.input.length_for_seconds(length_seconds), seed=1)
+        with torch.no_grad():
+            codes = built.module(*waveform)
+        for method, module, inputs in (("encode", built.module, waveform), ("decode", built.decoder.module, (codes,))):
+            case = _timed(program, method, module, inputs, args.runs)
+            record["cases"].append({"seconds": length_seconds, "method": method, **case})
+            print(
+                f"{method} at {length_seconds:g} s: audiodeploy {case['audiodeploy_ms']:.1f} ms, eager "
+                f"{case['eager_ms']:.1f} ms ({case['ratio']:.3f}x eager's); {case['difference']}",
+                flush=True,
+            )
+    path = RESULTS / f"{built.recipe}-{built.variant}-methods.json"
+    atomic_write_text(path, json.dumps(record, indent=2) + "\n")
+    print(f"wrote {path}")
+
+
+def _timed(program: Program, method: str, module: torch.nn.Module, inputs: tuple, runs: int) -> dict:
+    """Both runtimes alternated, a warm-up each first; the medians, their ratio, and how far apart the outputs are."""
+    times: dict[str, list[float]] = {"audiodeploy": [], "eager": []}
+    for run in range(runs + 1):
+        for runtime in times:
+            start = time.perf_counter()
+            if runtime == "eager":
+                with torch.no_grad():
+                    module(*inputs)
+            else:
+                program.run(inputs, method)
+            if run:
+                times[runtime].append(time.perf_counter() - start)
+    ours, eager = (statistics.median(times[k]) for k in ("audiodeploy", "eager"))
+    actual = program.run(inputs, method)[0]
+    with torch.no_grad():
+        expected = module(*inputs)
+    if actual.dtype.is_floating_point:
+        difference = f"max abs diff {float((actual - expected).abs().max()):.2e}"
+    else:
+        difference = f"{int((actual != expected).sum())} of {expected.numel()} codes differ"
+    return {"audiodeploy_ms": ours * 1e3, "eager_ms": eager * 1e3, "ratio": ours / eager, "difference": difference}
+
+
+if __name__ == "__main__":
+    main()
