@@ -13,12 +13,13 @@ from __future__ import annotations
 
 import contextlib
 import io
+import math
 import os
 import signal
 import sys
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
@@ -44,6 +45,7 @@ if TYPE_CHECKING:
         Codec,
         FeatureExtractor,
         SpeechRecognizer,
+        Synthesizer,
         Vocoder,
         WrittenAudio,
     )
@@ -499,12 +501,13 @@ def _lower(
                 fidelity=fidelity_measures(built),
             )
         program: torch.nn.Module | dict[str, audiodeploy.Method] = built.module
-        if built.decoder is not None:  # a codec: its encode and decode methods in one program
+        single = len(built.methods) == 1
+        if not single:  # a codec's or a text-to-speech model's encode and decode methods in one program
             program = {name: audiodeploy.Method(*method) for name, method in built.methods.items()}
         return audiodeploy.lower(
             program,
-            built.example_inputs if built.decoder is None else None,
-            dynamic_shapes=built.dynamic_shapes if built.decoder is None else None,
+            built.example_inputs if single else None,
+            dynamic_shapes=built.dynamic_shapes if single else None,
             options=audiodeploy.LoweringOptions(
                 fold=request.fold, quantization=quantization, dtype=torch.float16 if request.fp16 else torch.float32
             ),
@@ -586,7 +589,7 @@ def _write_program(
 
 
 def _max_abs_diffs(lowered: LoweredProgram, built: BuiltModel) -> dict[str, float]:
-    """Each method's largest absolute difference from its eager module on its example inputs."""
+    """Each method's largest absolute difference from its eager module on its example inputs, over all its outputs."""
     import torch
 
     from audiodeploy.runtime import Program
@@ -596,8 +599,13 @@ def _max_abs_diffs(lowered: LoweredProgram, built: BuiltModel) -> dict[str, floa
     for name, (module, example_inputs, _) in built.methods.items():
         with torch.no_grad():
             expected = module(*example_inputs)
-        actual = program.run(example_inputs, name)[0]
-        differences[name] = float((actual - expected).abs().max())
+        expected_outputs = expected if isinstance(expected, (tuple, list)) else (expected,)
+        actual_outputs = program.run(example_inputs, name)
+        # NaN compares as no difference in max(): it is an infinite one.
+        differences[name] = max(
+            float((actual - wanted).abs().nan_to_num(nan=math.inf).max())
+            for actual, wanted in zip(actual_outputs, expected_outputs, strict=True)
+        )
     return differences
 
 
@@ -659,41 +667,101 @@ class _RunRequest:
     overlap: float | None
 
 
+_TTS_OPTIONS = ("--text-file", "--seed", "--noise-scale", "--noise-scale-duration", "--speaking-rate")
+
+
+@dataclass(frozen=True)
+class _SpeechOptions:
+    """What `run` takes for a text-to-speech program only."""
+
+    text_file: Path | None
+    seed: int
+    noise_scale: float | None
+    noise_scale_duration: float | None
+    speaking_rate: float | None
+
+    @property
+    def given(self) -> bool:
+        values = (self.text_file, self.noise_scale, self.noise_scale_duration, self.speaking_rate)
+        return self.seed != 0 or any(value is not None for value in values)
+
+
 @app.command()
 def run(
     model: Annotated[Path, typer.Argument(help="The .pte written by `audiodeploy export` (its .json beside it).")],
     input: Annotated[
-        Path,
-        typer.Argument(help="Audio (wav, flac, ogg, ...); for a vocoder also a mel .npy, for a codec also codes .npy."),
-    ],
+        str | None,
+        typer.Argument(
+            help="Audio (wav, flac, ogg, ...); for a vocoder also a mel .npy, for a codec also codes .npy; for text "
+            "to speech, the text to speak.",
+            show_default=False,
+        ),
+    ] = None,
     output: Annotated[
         Path | None,
         typer.Option(
-            "-o", "--output", help="Transcript or labels (text), vocoded or decoded .wav, features or codes .npy."
+            "-o",
+            "--output",
+            help="Transcript or labels (text), vocoded, decoded or spoken .wav, features or codes .npy.",
         ),
     ] = None,
     window: Annotated[float | None, typer.Option(help=_WINDOW_HELP)] = None,
     overlap: Annotated[float | None, typer.Option(help=_OVERLAP_HELP)] = None,
+    text_file: Annotated[
+        Path | None, typer.Option("--text-file", help="Text to speech: the text to speak, from a UTF-8 file.")
+    ] = None,
+    seed: Annotated[int, typer.Option(help="Text to speech: the seed of the noise (0 .. 4294967295).")] = 0,
+    noise_scale: Annotated[
+        float | None, typer.Option(help="Text to speech: the latents' noise; default: the voice's (0.667 in MMS).")
+    ] = None,
+    noise_scale_duration: Annotated[
+        float | None, typer.Option(help="Text to speech: the durations' noise; default: the voice's (0.8 in MMS).")
+    ] = None,
+    speaking_rate: Annotated[
+        float | None, typer.Option(help="Text to speech: the speed; 1.25 speaks a quarter faster.")
+    ] = None,
 ) -> None:
     """Run a .pte on input of any length: a transcript for speech recognizers, the top labels for classifiers,
     a .wav for vocoders, a .npy for feature extractors; a codec encodes audio to codes (.npy) and decodes codes
-    (a .npy) to a .wav."""
+    (a .npy) to a .wav; a text-to-speech program speaks text (or --text-file) into a .wav."""
     from audiodeploy.program.description import sidecar_path
 
-    protected = [(model, "the program"), (sidecar_path(model), "the program's sidecar"), (input, "the input")]
+    if (input is None) == (text_file is None):
+        raise UserError(
+            "give the input (audio, a .npy, or for text to speech the text) or --text-file, one of them"
+            if input is None
+            else "give the text or --text-file, not both"
+        )
+    source = text_file if text_file is not None else Path(str(input))
+    protected = [(model, "the program"), (sidecar_path(model), "the program's sidecar")]
+    if _names_a_file(source):  # not text to speak
+        protected.append((source, "the input"))
     if output is not None:  # without -o text is printed, and a wav or npy is named after the input
         refuse_overwrite(output, protected)
         check_writable(output)
 
-    from audiodeploy.runtime import AudioClassifier, Codec, FeatureExtractor, SpeechRecognizer, Vocoder, load
+    from audiodeploy.runtime import (
+        AudioClassifier,
+        Codec,
+        FeatureExtractor,
+        SpeechRecognizer,
+        Synthesizer,
+        Vocoder,
+        load,
+    )
 
     loaded = load(model)
+    speech = _SpeechOptions(text_file, seed, noise_scale, noise_scale_duration, speaking_rate)
+    if speech.given and not isinstance(loaded, Synthesizer):
+        raise UserError(f"{', '.join(_TTS_OPTIONS)} are for text-to-speech programs; {display(model)} is not one")
     if loaded.description is not None and loaded.description.weights.startswith("synthetic"):
         # Otherwise random text (or noise) looks like a broken model: say why before the output.
         synthetic = "note: the program has synthetic weights (exported without --weights): its output is meaningless"
         err.print(synthetic, markup=False)
-    request = _RunRequest(input, output, protected, window, overlap)
-    if isinstance(loaded, Codec):  # before its base class, the waveform encoders'
+    request = _RunRequest(source, output, protected, window, overlap)
+    if isinstance(loaded, Synthesizer):  # before its base class, the vocoder
+        _run_speak(loaded, request, input, speech)
+    elif isinstance(loaded, Codec):  # before its base class, the waveform encoders'
         _run_codec(loaded, request)
     elif isinstance(loaded, SpeechRecognizer):
         _run_transcribe(loaded, request)
@@ -708,6 +776,43 @@ def run(
             f"{display(sidecar_path(model))}: no sidecar beside {display(model.name)}; `run` needs it to know what "
             "the program expects: export it with `audiodeploy export`, which writes both"
         )
+
+
+def _names_a_file(path: Path) -> bool:
+    try:
+        return path.exists()
+    except OSError:  # a text to speak longer than a file name can be
+        return False
+
+
+def _run_speak(loaded: Synthesizer, request: _RunRequest, text: str | None, speech: _SpeechOptions) -> None:
+    """The text (or --text-file) spoken into a .wav, sentence by sentence: -o, the text file's name with .wav, or
+    speech.wav."""
+    from audiodeploy.runtime import Voice
+
+    if speech.text_file is not None:
+        text = _read_text_file(speech.text_file)
+        target = _named_output(request, "wav", ".wav", "a text-to-speech program")
+    else:
+        target = _named_output(replace(request, input=Path("speech")), "wav", ".wav", "text to speech")
+    assert text is not None  # one of the text and --text-file, checked in run
+    voice = Voice(speech.seed, speech.noise_scale, speech.noise_scale_duration, speech.speaking_rate)
+    _print_written(
+        loaded.synthesize_to_file(
+            text, target, voice, window_seconds=request.window, overlap_seconds=request.overlap, progress=True
+        )
+    )
+
+
+def _read_text_file(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise UserError(f"--text-file {display(path)}: no such file; give a UTF-8 text file") from None
+    except IsADirectoryError:
+        raise UserError(f"--text-file {display(path)} is a directory; give a UTF-8 text file") from None
+    except UnicodeDecodeError:
+        raise UserError(f"--text-file {display(path)}: not UTF-8 text; save it as UTF-8") from None
 
 
 def _run_transcribe(loaded: SpeechRecognizer, request: _RunRequest) -> None:
@@ -931,6 +1036,13 @@ def _print_sidecar_summary(model: Path, buffer: bytes, program: Program | None) 
             named = (
                 f": encode gives {decoder.codebooks} codebooks of {decoder.codebook_size} entries, a frame every "
                 f"{decoder.input.samples_per_step} samples; decode gives the waveform back"
+            )
+        if described.text is not None:
+            text = described.text
+            named = (
+                f": encode takes {text.min_tokens}-{text.max_tokens} tokens of one sentence ({len(text.front_end.characters)}"
+                f"-token vocabulary, {text.front_end.origin}) and gives the prior and durations; decode speaks "
+                f"{described.input.samples_per_step} samples per frame of latents"
             )
         out.print(f"task: {described.task}{named}", markup=False)
     out.print(_lowering_report(model, sidecar).describe(verbose=_output.verbose()), markup=False)

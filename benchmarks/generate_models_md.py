@@ -408,6 +408,36 @@ def codec_summary(results: list[dict]) -> list[str]:
     return lines + [""]
 
 
+def tts_summary(results: list[dict]) -> list[str]:
+    """One row per voice and text of `benchmarks/tts.py`."""
+    lines = [
+        "## Text to speech, whole chain (`python benchmarks/tts.py vits.pte`)",
+        "",
+        "What `audiodeploy run vits.pte TEXT` runs (per sentence: `encode`, the host's durations and noise, `decode`) "
+        "against eager transformers `VitsModel` with the same weights and seed, alternated; both give the same "
+        "samples; ONNX Runtime runs `VitsModel` exported whole as Piper does (its own noise: the same frames, other "
+        "samples). The durations' noise is 0 in all three, so that each speaks the same frames. RTF: seconds of "
+        "computing per second of speech.",
+        "",
+        "| voice | text | measured on | delegates (encode / decode) | speech | audiodeploy (RTF) | eager (RTF) "
+        "| ONNX Runtime (RTF) | ours / eager | ours / ONNX Runtime | max abs diff from eager |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for result in results:
+        where = f"{result['machine']['processor']}, {result['machine']['threads']} thread(s)"
+        delegates = " / ".join(str(result["methods"][m]["delegates"]) for m in ("encode", "decode"))
+        for case in result["cases"]:
+            lines.append(
+                f"| {result['recipe']} {result['variant']} | {case['text']} ({case['sentences']} sentence(s)) "
+                f"| {result['machine']['date'][:10]}, {where} | {delegates} | {case['speech_seconds']:.1f} s "
+                f"| {case['audiodeploy_ms']:,.0f} ms ({case['audiodeploy_rtf']:.3f}) "
+                f"| {case['eager_ms']:,.0f} ms ({case['eager_rtf']:.3f}) "
+                f"| {case['onnxruntime_ms']:,.0f} ms ({case['onnxruntime_rtf']:.3f}) | {case['ratio']:.3f} "
+                f"| {case['onnxruntime_ratio']:.3f} | {case['max_abs_diff']:.1e} |"
+            )
+    return lines + [""]
+
+
 def load_results(directory: Path = RESULTS) -> list[dict]:
     """Every result file; a bench record is read through `BenchRecord` first, so that one that does not follow
     ``audiodeploy.bench/1`` is an error naming the file and field, not a wrong table."""
@@ -447,6 +477,9 @@ def render(results: list[dict] | None = None) -> str:
     codecs = [r for r in results if r.get("benchmark") == "codec-methods"]
     if codecs:
         lines += codec_summary(codecs)
+    voices = [r for r in results if r.get("benchmark") == "tts"]
+    if voices:
+        lines += tts_summary(voices)
     if bench:
         for result in bench:
             lines += bench_section(result)

@@ -8,8 +8,9 @@
 Each family module declares one recipe and registers it on import, and is named after it: `wav2vec2`, `hubert`,
 `wavlm`, `unispeech`, `unispeech_sat` (recipe `unispeech-sat`), `data2vec_audio` (recipe `data2vec-audio`), `sew`,
 `sew_d` (recipe `sew-d`), `wav2vec2_conformer` (recipe `wav2vec2-conformer`), `univnet`, `hifigan` (the original HiFi-GAN), `speecht5_hifigan` (recipe
-`speecht5-hifigan`), `bigvgan`, `vocos`, `wav2vec2_bert` (recipe `wav2vec2-bert`, which takes filterbanks), and the codecs `dac`, `encodec` and `mimi`
-(a program with an encode and a decode method). Register your own with the same `@register` decorator (see `registry`). Declaring, listing and
+`speecht5-hifigan`), `bigvgan`, `vocos`, `wav2vec2_bert` (recipe `wav2vec2-bert`, which takes filterbanks), the codecs `dac`, `encodec` and `mimi`
+(a program with an encode and a decode method), and the text-to-speech `vits` (an encode and a decode method, with
+the host's part between them in `audiodeploy.program.tts`). Register your own with the same `@register` decorator (see `registry`). Declaring, listing and
 describing recipes imports neither torch, torchaudio nor transformers (`audiodeploy list` answers at once):
 `build()` imports them, and the export wrappers from `_modules`.
 """
@@ -31,6 +32,7 @@ from . import (
     unispeech,
     unispeech_sat,
     univnet,
+    vits,
     vocos,
     wav2vec2,
     wav2vec2_bert,

@@ -10,20 +10,28 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Generic, Protocol, Self, TypeVar
 
-from audiodeploy.program.description import DECODE_METHOD, ENCODE_METHOD, CodecDecoder, ProgramDescription
+from audiodeploy.program.description import (
+    DECODE_METHOD,
+    ENCODE_METHOD,
+    CodecDecoder,
+    ProgramDescription,
+    main_method,
+)
 from audiodeploy.program.mel import Fbank, MelSpectrogram
 from audiodeploy.program.spec import (
     CODES_OUTPUT,
     CTC_LOGITS_OUTPUT,
+    SPEECH_OUTPUT,
     WAVEFORM_OUTPUT,
     InputKind,
     InputSpec,
     OutputSpec,
     Task,
 )
+from audiodeploy.program.tts import TextToSpeech
 from audiodeploy.program.vocabulary import CtcVocabulary
 
 from .errors import LengthRangeError
@@ -34,12 +42,14 @@ if TYPE_CHECKING:
 __all__ = [
     "CODES_OUTPUT",
     "CTC_LOGITS_OUTPUT",
+    "SPEECH_OUTPUT",
     "WAVEFORM_OUTPUT",
     "ArchitectureT",
     "BuildRequest",
     "BuiltDecoder",
     "BuiltHead",
     "BuiltModel",
+    "BuiltTextEncoder",
     "InputKind",
     "InputSpec",
     "LengthRange",
@@ -47,6 +57,7 @@ __all__ = [
     "Task",
     "Variant",
     "fbank_input",
+    "latents_input",
     "mel_input",
     "synthetic_provenance",
     "tiny_variant",
@@ -122,6 +133,13 @@ def mel_input(sample_rate: int, hop_length: int, mel_bins: int, length_range: Le
         )
     layout = ("batch", "frames", "mel_bins")
     return InputSpec("mel", layout, sample_rate, hop_length, 1, min_length, max_length, mel_bins)
+
+
+def latents_input(sample_rate: int, hop_length: int, channels: int, length_range: LengthRange) -> InputSpec:
+    """The latents input of a text-to-speech ``decode`` method (`channels` per frame, `hop_length` samples per frame),
+    over `length_range` of speech: frames counted as a vocoder's mel frames are."""
+    mel = mel_input(sample_rate, hop_length, channels, length_range)
+    return replace(mel, kind="latents", layout=("batch", "frames", "channels"))
 
 
 def fbank_input(fbank: Fbank, length_multiple: int, length_range: LengthRange) -> InputSpec:
@@ -231,6 +249,17 @@ class BuiltDecoder:
 
 
 @dataclass(frozen=True)
+class BuiltTextEncoder:
+    """A text-to-speech model's ``encode`` method, beside its ``decode`` (the built model's `module`): token ids and
+    duration noise in, the prior and the log-durations out (`audiodeploy.program.tts`)."""
+
+    module: torch.nn.Module
+    example_inputs: tuple[torch.Tensor, ...]
+    dynamic_shapes: tuple[dict[int, object], ...]
+    text: TextToSpeech
+
+
+@dataclass(frozen=True)
 class BuiltModel:
     """An eval-mode module ready for `torch.export`, with everything needed to feed and read it.
 
@@ -268,17 +297,23 @@ class BuiltModel:
     """A codec's ``decode`` method; `module` is then its ``encode`` (see `methods`)."""
     window_overlap: float | None = None
     """The share of a window the runtime overlaps windows by, by default (`Recipe.window_overlap`)."""
+    text_encoder: BuiltTextEncoder | None = None
+    """A text-to-speech model's ``encode`` method; `module` is then its ``decode`` (see `methods`)."""
 
     @property
     def method(self) -> str:
-        """The method that `module` becomes: a codec's ``encode``, else ``forward``."""
-        return "forward" if self.decoder is None else ENCODE_METHOD
+        """The method that `module` becomes (`main_method` of the output's task)."""
+        return main_method(self.output.task)
 
     @property
     def methods(self) -> dict[str, tuple[torch.nn.Module, tuple[torch.Tensor, ...], tuple[dict[int, object], ...]]]:
-        """Each method of the program to export: its module, example inputs and dynamic shapes. ``forward``, or a
-        codec's ``encode`` and ``decode``."""
-        methods = {self.method: (self.module, self.example_inputs, self.dynamic_shapes)}
+        """Each method of the program to export: its module, example inputs and dynamic shapes. ``forward``, a
+        codec's ``encode`` and ``decode``, or a text-to-speech model's ``encode`` and ``decode``."""
+        methods = {}
+        if self.text_encoder is not None:
+            encoder = self.text_encoder
+            methods[ENCODE_METHOD] = (encoder.module, encoder.example_inputs, encoder.dynamic_shapes)
+        methods[self.method] = (self.module, self.example_inputs, self.dynamic_shapes)
         if self.decoder is not None:
             methods[DECODE_METHOD] = (self.decoder.module, self.decoder.example_inputs, self.decoder.dynamic_shapes)
         return methods
@@ -320,4 +355,7 @@ class BuiltModel:
             max_abs_diff_vs_eager=differences.get(self.method),
             decoder=decoder,
             window_overlap=self.window_overlap,
+            text=None
+            if self.text_encoder is None
+            else replace(self.text_encoder.text, max_abs_diff_vs_eager=differences.get(ENCODE_METHOD)),
         )

@@ -9,6 +9,7 @@ import pytest
 
 from tests import shared
 from tests.cli import audiodeploy
+from tests.vits_checkpoint import write_vits_checkpoint
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -46,6 +47,20 @@ def codec_model() -> Path:
     return _exported("d", "dac", "--variant", "tiny", "--min-seconds", "0.5", "--max-seconds", "2")
 
 
+@pytest.fixture(scope="session")
+def tts_model() -> Path:
+    """The vits recipe from a tiny voice this run writes (`tests.vits_checkpoint`, in ``checkpoint/`` beside the
+    program), exported as a user would: ``export vits --weights DIR``."""
+
+    def export(folder: Path) -> None:
+        checkpoint = write_vits_checkpoint(folder / "checkpoint")
+        result = audiodeploy("export", "vits", "--weights", str(checkpoint), "-o", str(folder / "t.pte"))
+        assert result.returncode == 0, result.stderr
+        (folder / "stdout.txt").write_text(result.stdout)
+
+    return shared.shared_directory("t", export) / "t.pte"
+
+
 # Tests that build or run the C++ runner (cmake, the arm64 cross-compiler, qemu): `pytest -m native` runs them
 # alone, `pytest -m "not native"` everything else.
 _NATIVE_FIXTURES = frozenset({"host_runner", "arm64_runner", "android_bundle", "runner_cache", "qemu_adb"})
@@ -56,6 +71,7 @@ _SLOW_FIXTURES = frozenset(
         "asr_model",
         "vocoder_model",
         "codec_model",
+        "tts_model",
         "tiny_wav2vec2_bench",
         "quantized_encoder",
         "quantized_vocoder",

@@ -229,10 +229,12 @@ def check(request: BenchRequest) -> None:
     if not is_pte_target(request.target) and request.target != pos_conv.TARGET:
         from audiodeploy import recipes
 
-        if recipes.get(request.target).task == "codec":
+        task = recipes.get(request.target).task
+        if task in ("codec", "tts"):
+            what, instead = ("a codec", "on a file of each") if task == "codec" else ("text to speech", "on a text")
             raise BenchError(
-                f"{request.target} is a codec, whose program has an encode and a decode method: bench measures "
-                "one-method programs; time `audiodeploy run` on a file of each instead"
+                f"{request.target} is {what}, whose program has an encode and a decode method: bench measures "
+                f"one-method programs; time `audiodeploy run` {instead} instead (or benchmarks/ in the repository)"
             )
     if "audiodeploy-int8" in request.compare and not is_pte_target(request.target):
         from audiodeploy import recipes
@@ -453,6 +455,17 @@ def _pte_cases(request: BenchRequest, transport: Transport, log: Log) -> tuple[B
         sidecar.check_digest(program_digest(runtime.buffer), str(path))
         description = sidecar.description
         runtime.report = sidecar.lowering
+    if description is not None and len(description.method_names) > 1:
+        raise BenchError(
+            f"{path} has an {' and a '.join(description.method_names)} method: bench measures one-method programs; "
+            "time `audiodeploy run` on it instead"
+        )
+    input_kind = None
+    if description is not None:
+        kind = description.input.kind
+        # Refused above: codes and latents are the inputs of two-method programs only.
+        assert kind != "codes" and kind != "latents"
+        input_kind = kind
     target = BenchTarget(
         kind="pte",
         recipe=description.recipe if description else None,
@@ -462,8 +475,7 @@ def _pte_cases(request: BenchRequest, transport: Transport, log: Log) -> tuple[B
         parameters=None,
         path=str(path),
         sample_rate=description.sample_rate if description else None,
-        # A description's input is never codes (only a codec's decoder takes them, and bench refuses codecs).
-        input_kind=None if description is None or description.input.kind == "codes" else description.input.kind,
+        input_kind=input_kind,
         length_range_seconds=description.length_range_seconds if description else None,
     )
     spec = description.input if description else None

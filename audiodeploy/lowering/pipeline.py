@@ -75,6 +75,7 @@ from torch.utils import _pytree as pytree
 
 from audiodeploy._files import atomic_write_bytes
 from audiodeploy.errors import AudiodeployError
+from audiodeploy.lowering.compact_constants import compact_constants
 from audiodeploy.lowering.half_precision import as_float16, default_dtype
 from audiodeploy.lowering.integer_constants import export_with_exact_integer_constants
 from audiodeploy.lowering.partitioner import ExplainingXnnpackPartitioner
@@ -314,7 +315,9 @@ def _export(name: str, method: Method, *, exact_integer_constants: bool) -> Expo
         ) from error
     # run_decompositions({}) only functionalizes (in-place buffer updates become
     # BUFFER_MUTATION outputs); it is the same first step to_edge takes.
-    return exported.run_decompositions({})
+    exported = exported.run_decompositions({})
+    compact_constants(exported)
+    return exported
 
 
 def _raising_line(error: BaseException) -> str:

@@ -374,16 +374,16 @@ def count_clipped(waveform: np.ndarray) -> int:
     return int(np.count_nonzero(np.abs(waveform) >= 1.0))
 
 
-def clipping_warning(clipped: int, samples: int) -> str | None:
-    """One line for the user when samples were clipped (None when none were)."""
+VOCODER_CLIPPING_CAUSE = "the input is probably not on the scale this vocoder takes (its recipe's log-mel)"
+
+
+def clipping_warning(clipped: int, samples: int, cause: str = VOCODER_CLIPPING_CAUSE) -> str | None:
+    """One line for the user when samples were clipped, with their likely `cause` (None when none were)."""
     if clipped == 0:
         return None
     percent = 100 * clipped / samples
     shown = f"{percent:.0f}" if percent >= 1 else f"{percent:.2g}"
-    return (
-        f"{shown}% of samples clipped at ±1 ({clipped} of {samples}); the input is probably not on the scale this "
-        "vocoder takes (its recipe's log-mel)"
-    )
+    return f"{shown}% of samples clipped at ±1 ({clipped} of {samples}); {cause}"
 
 
 def _pcm16(waveform: np.ndarray) -> np.ndarray:

@@ -29,6 +29,7 @@ from audiodeploy.errors import AudiodeployError
 from .mel import Fbank, MelSpectrogram
 from .records import NOT_IN_JSON, OMITTED_WHEN_NONE, Record, json_key
 from .spec import InputSpec, OutputSpec, Task
+from .tts import TextToSpeech
 from .vocabulary import CtcVocabulary
 
 SCHEMA: Final = "audiodeploy.sidecar/1"
@@ -37,7 +38,15 @@ _LABELLED_TASKS: tuple[Task, ...] = ("audio-classification", "audio-frame-classi
 
 ENCODE_METHOD: Final = "encode"
 DECODE_METHOD: Final = "decode"
-"""A codec program's two methods; every other program has one, ``forward``."""
+"""The two methods of a codec program, and of a text-to-speech one; every other program has one, ``forward``."""
+
+_METHOD_OF_TASK: Mapping[Task, str] = {"codec": ENCODE_METHOD, "tts": DECODE_METHOD}
+
+
+def main_method(task: Task) -> str:
+    """The method that takes a description's `input` and gives its `output`: a codec's ``encode`` (audio to codes),
+    a text-to-speech program's ``decode`` (latents to speech), else ``forward``."""
+    return _METHOD_OF_TASK.get(task, "forward")
 
 
 class DescriptionError(AudiodeployError, ValueError):
@@ -120,6 +129,9 @@ class ProgramDescription(Record):
     window_overlap: float | None = field(default=None, metadata=OMITTED_WHEN_NONE)
     """The share of a window that neighbouring windows overlap by when the user gives no overlap: a recurrent
     model's warm-up (EnCodec's LSTM); None: the runtime's default, a fifth."""
+    text: TextToSpeech | None = field(default=None, metadata=OMITTED_WHEN_NONE)
+    """A text-to-speech program's ``encode`` method and front end (its ``decode`` method is `input` to `output`);
+    None for other programs."""
 
     def __post_init__(self) -> None:
         if self.sample_rate != self.input.sample_rate:
@@ -140,6 +152,12 @@ class ProgramDescription(Record):
             raise ValueError("a codec's 'decoder' should take a frame of codes per frame of its waveform 'input'")
         if self.input.kind == "codes":
             raise ValueError("field 'input' takes codes only in a codec's 'decoder'")
+        if (self.task == "tts") != (self.text is not None):
+            raise ValueError("field 'text' is for text-to-speech programs, and they need it")
+        if (self.task == "tts") != (self.input.kind == "latents"):
+            raise ValueError("a text-to-speech program's 'input' is the latents its decode method takes, and only its")
+        if self.text is not None and self.text.flow_size != self.input.feature_size:
+            raise ValueError("field 'text.flow_size' should be the channels of the latents 'input' takes")
         if self.window_overlap is not None and not 0 <= self.window_overlap < 1:
             raise ValueError("field 'window_overlap' should be a share of a window, at least 0 and below 1")
         if (self.input.kind == "fbank") != (self.fbank is not None):
@@ -159,13 +177,23 @@ class ProgramDescription(Record):
 
     @property
     def method(self) -> str:
-        """The method that takes `input` and gives `output`: a codec's ``encode``, else ``forward``."""
-        return ENCODE_METHOD if self.task == "codec" else "forward"
+        """The method that takes `input` and gives `output` (`main_method`)."""
+        return main_method(self.task)
+
+    @property
+    def method_names(self) -> tuple[str, ...]:
+        """Every method the description describes: `method`, and a codec's ``decode`` or a text-to-speech program's
+        ``encode``."""
+        if self.decoder is not None:
+            return (self.method, DECODE_METHOD)
+        if self.text is not None:
+            return (ENCODE_METHOD, self.method)
+        return (self.method,)
 
     def check_program(self, program: DeclaredProgram, origin: str) -> None:
         """Raise `DescriptionError` unless the program's methods take and give what this description says: its
-        `method`, and a codec's ``decode``."""
-        wanted = [self.method] + ([DECODE_METHOD] if self.decoder is not None else [])
+        `method`, and a codec's ``decode`` or a text-to-speech program's ``encode``."""
+        wanted = self.method_names
         missing = [name for name in wanted if name not in program.method_names]
         if missing:
             has = ", ".join(program.method_names) or "none"
@@ -173,6 +201,30 @@ class ProgramDescription(Record):
         self._check_method(program.input_specs(self.method), program.output_specs(self.method), origin)
         if self.decoder is not None:
             self._check_decoder(program.input_specs(DECODE_METHOD), program.output_specs(DECODE_METHOD), origin)
+        if self.text is not None:
+            self._check_text_encoder(program.input_specs(ENCODE_METHOD), program.output_specs(ENCODE_METHOD), origin)
+
+    def _check_text_encoder(self, inputs: Sequence[TensorShape], outputs: Sequence[TensorShape], origin: str) -> None:
+        assert self.text is not None
+        tokens, flow = self.text.max_tokens, self.text.flow_size
+        expected = [("int64", (1, tokens)), ("float32", (1, 2, tokens))]
+        declared = [(str(i.dtype), tuple(i.sizes)) for i in inputs]
+        if len(declared) != 2 or any(
+            dtype not in shown or sizes != shape for (dtype, sizes), (shown, shape) in zip(expected, declared)
+        ):
+            shown = ", ".join(f"{dtype} at most {list(sizes)}" for dtype, sizes in declared)
+            raise _mismatch(
+                origin,
+                f"its encode method takes {shown}, the sidecar describes int64 [1, {tokens}] token ids and float32 "
+                f"[1, 2, {tokens}] duration noise",
+            )
+        gives = [tuple(o.sizes) for o in outputs]
+        if gives != [(1, tokens, flow), (1, tokens, flow), (1, tokens)]:
+            raise _mismatch(
+                origin,
+                f"its encode method gives {gives}, the sidecar describes the prior's means and log-variances "
+                f"[1, {tokens}, {flow}] and log-durations [1, {tokens}]",
+            )
 
     def _check_decoder(self, inputs: Sequence[TensorShape], outputs: Sequence[TensorShape], origin: str) -> None:
         assert self.decoder is not None

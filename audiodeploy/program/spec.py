@@ -21,11 +21,18 @@ if TYPE_CHECKING:
     import torch
 
 Task = Literal[
-    "ctc-asr", "vocoder", "audio-classification", "audio-frame-classification", "speaker-embedding", "features", "codec"
+    "ctc-asr",
+    "vocoder",
+    "audio-classification",
+    "audio-frame-classification",
+    "speaker-embedding",
+    "features",
+    "codec",
+    "tts",
 ]
-InputKind = Literal["waveform", "mel", "fbank", "codes"]
+InputKind = Literal["waveform", "mel", "fbank", "codes", "latents"]
 OutputKind = Literal[
-    "ctc-logits", "waveform", "class-logits", "frame-class-logits", "embedding", "hidden-states", "codes"
+    "ctc-logits", "waveform", "class-logits", "frame-class-logits", "embedding", "hidden-states", "codes", "speech"
 ]
 PostProcess = Literal[
     "ctc-greedy-decode", "write-waveform", "classify", "classify-frames", "write-features", "write-codes"
@@ -46,7 +53,9 @@ class InputSpec:
     samples, as `mel` of the built model computes it. Filterbank features are `(1, rows, features)`, one row every
     `samples_per_step` samples, as `fbank` of the built model computes them (`audiodeploy.program.mel.Fbank`).
     Codes are `(1, frames, codebooks)` int64 codebook indices, one frame every `samples_per_step` samples: what a
-    codec's `encode` method gives and its `decode` method takes.
+    codec's `encode` method gives and its `decode` method takes. Latents are `(1, frames, channels)`, one frame every
+    `samples_per_step` samples: what a text-to-speech program's `decode` method turns into speech (the host draws
+    them from the prior its `encode` method gives, `audiodeploy.program.tts`).
     """
 
     kind: InputKind
@@ -151,7 +160,13 @@ class InputSpec:
     def from_dict(cls, data: Mapping[str, object]) -> InputSpec:
         """The spec `to_dict` wrote; raises ValueError for a malformed dictionary."""
         kind = str_field(data, "kind")
-        kinds: dict[str, InputKind] = {"waveform": "waveform", "mel": "mel", "fbank": "fbank", "codes": "codes"}
+        kinds: dict[str, InputKind] = {
+            "waveform": "waveform",
+            "mel": "mel",
+            "fbank": "fbank",
+            "codes": "codes",
+            "latents": "latents",
+        }
         if kind not in kinds:
             raise ValueError(f"field 'kind' should be one of {', '.join(map(repr, kinds))}, not {kind!r}")
         return cls(
@@ -250,6 +265,14 @@ CODES_OUTPUT = OutputSpec(
     "waveform back",
 )
 
+SPEECH_OUTPUT = OutputSpec(
+    kind="speech",
+    layout=("batch", "samples"),
+    postprocess="write-waveform",
+    description="speech synthesized from text: the decode method's waveform from the latents the host draws from "
+    "the encode method's prior and durations",
+)
+
 OUTPUTS = (
     CTC_LOGITS_OUTPUT,
     WAVEFORM_OUTPUT,
@@ -258,6 +281,7 @@ OUTPUTS = (
     EMBEDDING_OUTPUT,
     HIDDEN_STATES_OUTPUT,
     CODES_OUTPUT,
+    SPEECH_OUTPUT,
 )
 """Every output a program can have: its kind, layout and post-processing go together."""
 
@@ -269,4 +293,5 @@ _TASK_OF_OUTPUT: dict[OutputKind, Task] = {
     "embedding": "speaker-embedding",
     "hidden-states": "features",
     "codes": "codec",
+    "speech": "tts",
 }

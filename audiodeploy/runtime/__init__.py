@@ -4,6 +4,7 @@
     runtime.load("wav2vec2.pte").transcribe("speech.wav").text
     runtime.load("hifigan.pte").vocode_to_file("speech.wav", "resynthesized.wav")
     runtime.load("my-emotion-model.pte").classify("speech.wav").top(3)
+    runtime.load("vits.pte").synthesize_to_file("Hello world.", "hello.wav")
     runtime.load("any.pte").run([tensor])
 
 Inputs of any length run in overlapping windows that fit the program. Nothing here imports a recipe or a model
@@ -25,6 +26,9 @@ _EXPORTS = {
     "Model": "audiodeploy.runtime.model",
     "Segment": "audiodeploy.runtime.model",
     "SpeechRecognizer": "audiodeploy.runtime.model",
+    "Synthesizer": "audiodeploy.runtime.model",
+    "TextError": "audiodeploy.program.tts",
+    "Voice": "audiodeploy.runtime.model",
     "Transcript": "audiodeploy.runtime.model",
     "Vocoder": "audiodeploy.runtime.model",
     "Waveform": "audiodeploy.runtime.model",
@@ -43,6 +47,7 @@ __all__ = sorted(_EXPORTS)
 if TYPE_CHECKING:
     from audiodeploy.program.audio import AudioInputError
     from audiodeploy.program.description import DescriptionError
+    from audiodeploy.program.tts import TextError
     from audiodeploy.runtime.model import (
         AudioClassifier,
         Classification,
@@ -51,8 +56,10 @@ if TYPE_CHECKING:
         Model,
         Segment,
         SpeechRecognizer,
+        Synthesizer,
         Transcript,
         Vocoder,
+        Voice,
         Waveform,
         WindowOptionError,
         WrittenAudio,

@@ -9,6 +9,8 @@
     print(emotion.classify("speech.wav").top(3))    # [("happy", 0.81), ...]
     codec = runtime.load("dac.pte")                # a Codec: one program, an encode and a decode method
     codec.decode_to_file(codec.encode("speech.wav"), "back.wav")
+    voice = runtime.load("vits.pte")               # a Synthesizer: text to speech
+    voice.synthesize_to_file("Hello world. How are you?", "hello.wav", runtime.Voice(seed=555))
 
 Only the program and its description are needed: no recipe, no model library.
 """
@@ -26,7 +28,14 @@ import numpy as np
 
 from audiodeploy._files import display
 from audiodeploy.errors import AudiodeployError
-from audiodeploy.program.audio import AudioFile, AudioInputError, WavWriter, clipping_warning, open_audio
+from audiodeploy.program.audio import (
+    VOCODER_CLIPPING_CAUSE,
+    AudioFile,
+    AudioInputError,
+    WavWriter,
+    clipping_warning,
+    open_audio,
+)
 from audiodeploy.program.description import (
     DECODE_METHOD,
     ENCODE_METHOD,
@@ -37,6 +46,7 @@ from audiodeploy.program.description import (
     sidecar_path,
 )
 from audiodeploy.program.spec import InputSpec, Task
+from audiodeploy.program.tts import TextError, TextToSpeech, TorchNormal, frame_durations, prior_latents, sentences
 from audiodeploy.runtime.program import Program
 from audiodeploy.runtime.windows import Window, WindowPlan, plan_windows
 
@@ -124,6 +134,8 @@ class WrittenAudio:
     windows: int
     clipped: int = 0
     """Samples at or beyond full scale, written as ±1 (see `clipping_warning`)."""
+    clipping_cause: str = VOCODER_CLIPPING_CAUSE
+    """What most likely made samples clip, for `clipping_warning`."""
 
     @property
     def seconds(self) -> float:
@@ -132,7 +144,7 @@ class WrittenAudio:
     @property
     def clipping_warning(self) -> str | None:
         """One line saying how much of the waveform was clipped, or None when nothing was."""
-        return clipping_warning(self.clipped, self.samples)
+        return clipping_warning(self.clipped, self.samples, self.clipping_cause)
 
 
 class Model:
@@ -734,6 +746,147 @@ class _CodesDecoder(Vocoder):
         return _MelSource(int(array.shape[1]), read), lambda: None
 
 
+@dataclass(frozen=True)
+class Voice:
+    """How a `Synthesizer` speaks: the seed of its noise, and the scales it draws with (None: the checkpoint's)."""
+
+    seed: int = 0
+    noise_scale: float | None = None
+    """The latents' noise, times the prior's deviation; 0 speaks the prior's means."""
+    noise_scale_duration: float | None = None
+    """The durations' noise; 0 gives each token its most likely duration."""
+    speaking_rate: float | None = None
+    """Durations are divided by it: 1.25 speaks a quarter faster."""
+
+    def __post_init__(self) -> None:
+        rate = self.speaking_rate
+        if rate is not None and not (math.isfinite(rate) and rate > 0):
+            raise TextError(f"a speaking rate of {rate} is not a speed; give a positive number (1 is the voice's own)")
+        for name in ("noise_scale", "noise_scale_duration"):
+            scale = getattr(self, name)
+            if scale is not None and not (math.isfinite(scale) and scale >= 0):
+                raise TextError(f"a {name.replace('_', ' ')} of {scale} is not a scale; give a number of at least 0")
+        if not 0 <= self.seed < 2**32:
+            raise TextError(f"seed {self.seed} is outside 0 .. 4294967295; give a seed in that range")
+
+
+class Synthesizer(Vocoder):
+    """A text-to-speech program (VITS): text in, speech out.
+
+    Each sentence runs the ``encode`` method once (its token ids and duration noise to the prior and durations);
+    the host repeats each token's prior for its frames and draws the latents (`audiodeploy.program.tts`); the
+    ``decode`` method turns them into speech, in windows when a sentence is longer than the program takes. The noise
+    is torch's for the voice's seed: one sentence and eager transformers `VitsModel` after ``torch.manual_seed(seed)``
+    give the same samples; the sentences of a text draw from one stream, as consecutive calls of the model would.
+    """
+
+    method = DECODE_METHOD
+
+    @property
+    def text(self) -> TextToSpeech:
+        assert self.description.text is not None  # a tts description has one (checked when read)
+        return self.description.text
+
+    def token_ids(self, sentence: str) -> np.ndarray:
+        """The ``(tokens,)`` int64 ids ``encode`` takes for `sentence`; `TextError` when it is too long or has
+        nothing the voice can say."""
+        text = self.text
+        ids = text.front_end.token_ids(sentence)
+        if not text.min_tokens <= ids.size <= text.max_tokens:
+            raise TextError(
+                f"the sentence {_quoted(sentence)} is {ids.size} tokens, this program takes {text.min_tokens} to "
+                f"{text.max_tokens}: split it with punctuation (. ! ? ;)"
+            )
+        return ids
+
+    def latents(self, sentence: str, voice: Voice, normal: TorchNormal) -> np.ndarray:
+        """The ``(frames, flow_size)`` latents of `sentence`, its noise drawn from `normal`."""
+        import torch
+
+        text = self.text
+        ids = self.token_ids(sentence)
+        scale_duration = text.noise_scale_duration if voice.noise_scale_duration is None else voice.noise_scale_duration
+        duration_noise = normal.randn(2 * ids.size).reshape(1, 2, ids.size) * np.float32(scale_duration)
+        inputs = (torch.from_numpy(ids[None]), torch.from_numpy(duration_noise))
+        means, log_variances, log_durations = (o.detach().numpy() for o in self.program.run(inputs, ENCODE_METHOD))
+        rate = text.speaking_rate if voice.speaking_rate is None else voice.speaking_rate
+        durations = frame_durations(log_durations[0], rate)
+        frames = int(durations.sum())
+        if frames < 1:  # as VitsModel: one frame, of the prior's noise alone
+            means, log_variances = np.zeros_like(means[:, :1]), np.zeros_like(log_variances[:, :1])
+            durations, frames = np.ones(1, dtype=np.int64), 1
+        # torch draws VitsModel's latent noise with randn_like of a transposed tensor: strided, unless one frame.
+        noise = normal.randn(frames * text.flow_size, contiguous=frames == 1).reshape(frames, text.flow_size)
+        scale = text.noise_scale if voice.noise_scale is None else voice.noise_scale
+        return prior_latents(means[0], log_variances[0], durations, noise, scale)[0]
+
+    def _speak(
+        self,
+        text: str,
+        voice: Voice,
+        window_seconds: float | None,
+        overlap_seconds: float | None,
+        progress: bool,
+        emit: Callable[[np.ndarray], None],
+    ) -> int:
+        """Speak `text` sentence by sentence, handing the samples to `emit` in order; the window count."""
+        normal = TorchNormal(voice.seed)
+        windows = spoken = 0
+        for sentence in sentences(text):
+            try:
+                latents = self.latents(sentence, voice, normal)
+            except TextError:
+                if self.text.front_end.normalized(sentence):
+                    raise
+                continue  # nothing the voice can say (punctuation, another script): as the tokenizer, silence
+            windows += self._vocode(latents, None, window_seconds, overlap_seconds, progress, emit)
+            spoken += 1
+        if not spoken:
+            raise TextError(
+                f"nothing in {_quoted(text)} is in the voice's vocabulary ({self.text.front_end.origin}): give text "
+                "in its language"
+            )
+        return windows
+
+    def synthesize(
+        self,
+        text: str,
+        voice: Voice = Voice(),
+        *,
+        window_seconds: float | None = None,
+        overlap_seconds: float | None = None,
+        progress: bool = False,
+    ) -> Waveform:
+        """The speech of `text`, sentence after sentence. For long texts prefer `synthesize_to_file`, which keeps
+        memory flat."""
+        import torch
+
+        pieces: list[np.ndarray] = []
+        windows = self._speak(text, voice, window_seconds, overlap_seconds, progress, pieces.append)
+        return Waveform(torch.from_numpy(np.concatenate(pieces)), self.spec.sample_rate, windows)
+
+    def synthesize_to_file(
+        self,
+        text: str,
+        path: str | os.PathLike[str],
+        voice: Voice = Voice(),
+        *,
+        window_seconds: float | None = None,
+        overlap_seconds: float | None = None,
+        progress: bool = False,
+    ) -> WrittenAudio:
+        """`synthesize`, written to `path` as a 16-bit wav sentence by sentence; the file appears whole when done,
+        and nothing is left behind when anything fails."""
+        with WavWriter(path, self.spec.sample_rate) as writer:
+            windows = self._speak(text, voice, window_seconds, overlap_seconds, progress, writer.write)
+        cause = "a voice with synthetic weights, or a large --noise-scale, speaks out of range"
+        return WrittenAudio(Path(path), writer.samples, self.spec.sample_rate, windows, writer.clipped, cause)
+
+
+def _quoted(text: str) -> str:
+    return repr(text) if len(text) <= 40 else repr(text[:37] + "...")
+
+
 def _load_npy(path: Path, what: str = "mel", dtype: str = "float32") -> np.ndarray:
     """The array of `what` (a mel, codes) in the .npy at `path`, memory-mapped; `AudioInputError` (one line, naming
     `what` and how to save it as `dtype`) when it is not a numeric .npy file."""
@@ -787,7 +940,7 @@ def load(path: str | os.PathLike[str], data_path: str | os.PathLike[str] | None 
 
     Returns a `SpeechRecognizer` for a CTC program, a `Vocoder` for a vocoder, an `AudioClassifier` for a
     classifier (of the whole input or per frame), a `FeatureExtractor` for hidden states or speaker embeddings, a
-    `Codec` for a codec, and
+    `Codec` for a codec, a `Synthesizer` for text to speech, and
     a plain `Model` (which can only `run`) when there is no sidecar. Raises `ProgramLoadError` for a file that is not a loadable program
     and `DescriptionError` for a sidecar that is malformed or describes another program; both say what to do.
     """
@@ -810,6 +963,7 @@ _MODEL_OF_TASK: dict[Task, type[_Windowed]] = {
     "speaker-embedding": FeatureExtractor,
     "features": FeatureExtractor,
     "codec": Codec,
+    "tts": Synthesizer,
 }
 
 __all__ = [
@@ -821,8 +975,11 @@ __all__ = [
     "Model",
     "Segment",
     "SpeechRecognizer",
+    "Synthesizer",
+    "TextError",
     "Transcript",
     "Vocoder",
+    "Voice",
     "Waveform",
     "WindowOptionError",
     "WrittenAudio",

@@ -129,3 +129,22 @@ def test_models_md_puts_an_fp16_run_beside_fp32_with_its_time_size_fidelity_and_
     record["machine"]["vector_extensions"] = ["avx2", "avx512_fp16"]
     assert "| AMD EPYC (yes) |" in generate.fp16_summary([record])[-2]
     assert "## fp16 beside fp32" in generate.render([record])
+
+
+def test_models_md_puts_text_to_speech_in_one_table_with_the_real_time_factor():
+    case = {
+        "text": "sentence", "characters": 44, "sentences": 1, "speech_seconds": 4.576, "audiodeploy_ms": 1000.0,
+        "eager_ms": 2000.0, "ratio": 0.5, "audiodeploy_rtf": 0.2186, "eager_rtf": 0.437, "max_abs_diff": 9e-6,
+        "onnxruntime_ms": 1250.0, "onnxruntime_ratio": 0.8, "onnxruntime_rtf": 0.273,
+    }  # fmt: skip
+    record = {
+        "benchmark": "tts", "recipe": "vits", "variant": "mms-tts", "weights": "synthetic (seed 0)",
+        "machine": {"date": "2026-12-03T11:00:00+00:00", "processor": "AMD EPYC", "threads": 2},
+        "methods": {"encode": {"delegates": 1}, "decode": {"delegates": 1}}, "cases": [case],
+    }  # fmt: skip
+    markdown = load("generate_models_md").render([record])
+    assert markdown.count("## Text to speech, whole chain") == 1
+    assert (
+        "| vits mms-tts | sentence (1 sentence(s)) | 2026-12-03, AMD EPYC, 2 thread(s) | 1 / 1 | 4.6 s "
+        "| 1,000 ms (0.219) | 2,000 ms (0.437) | 1,250 ms (0.273) | 0.500 | 0.800 | 9.0e-06 |" in markdown
+    )

@@ -143,3 +143,72 @@ def test_a_description_that_does_not_fit_the_program_is_refused(tmp_path, inputs
         [Declared("torch.float32", (1, 32_000))], [Declared("torch.float32", (1, 99, 32))]
     )
     description.check_program(fitting, "m.pte")
+
+
+def tts_model_dict() -> dict:
+    from audiodeploy.program.spec import SPEECH_OUTPUT
+    from audiodeploy.program.tts import TextFrontEnd, TextToSpeech
+
+    latents = InputSpec("latents", ("batch", "frames", "channels"), 16_000, 256, 1, 2, 1250, 32)
+    front_end = TextFrontEnd(characters=("_", "a", "b"), lowercase=True, add_blank=True, origin="test")
+    text = TextToSpeech(
+        front_end=front_end,
+        min_tokens=2,
+        max_tokens=9,
+        flow_size=32,
+        noise_scale=0.667,
+        noise_scale_duration=0.8,
+        speaking_rate=1.0,
+    )
+    return {
+        **model_dict("vocoder"),
+        "recipe": "vits",
+        "input": latents.to_dict(),
+        "output": SPEECH_OUTPUT.to_dict(),
+        "mel": None,
+        "text": text.to_dict(),
+    }
+
+
+TTS_PROGRAM = {
+    "encode": (
+        [Declared("torch.int64", (1, 9)), Declared("torch.float32", (1, 2, 9))],
+        [
+            Declared("torch.float32", (1, 9, 32)),
+            Declared("torch.float32", (1, 9, 32)),
+            Declared("torch.float32", (1, 9)),
+        ],
+    ),
+    "decode": ([Declared("torch.float32", (1, 1250, 32))], [Declared("torch.float32", (1, 320_000))]),
+}
+
+
+def test_a_text_to_speech_description_checks_both_methods(tmp_path):
+    description = read_sidecar(write_sidecar(tmp_path, tts_model_dict())).description
+    assert description.task == "tts" and description.method_names == ("encode", "decode")
+    description.check_program(DeclaredProgram(TTS_PROGRAM), "m.pte")
+    with pytest.raises(DescriptionError, match="describes method 'encode'"):
+        description.check_program(DeclaredProgram({"decode": TTS_PROGRAM["decode"]}), "m.pte")
+    noise_as_ids = {**TTS_PROGRAM, "encode": ([Declared("torch.int64", (1, 9))] * 2, TTS_PROGRAM["encode"][1])}
+    with pytest.raises(DescriptionError, match="its encode method takes"):
+        description.check_program(DeclaredProgram(noise_as_ids), "m.pte")
+    other_prior = {**TTS_PROGRAM, "encode": (TTS_PROGRAM["encode"][0], TTS_PROGRAM["encode"][1][:2])}
+    with pytest.raises(DescriptionError, match="its encode method gives"):
+        description.check_program(DeclaredProgram(other_prior), "m.pte")
+
+
+@pytest.mark.parametrize(
+    "edit, words",
+    [
+        (lambda m: m.pop("text"), "field 'text' is for text-to-speech programs"),
+        (lambda m: m["text"].update(flow_size=16), "text.flow_size"),
+        (lambda m: m["text"]["front_end"].update(characters=[]), "distinct tokens"),
+    ],
+)
+def test_a_malformed_text_to_speech_description_is_refused(tmp_path, edit, words):
+    pte = write_sidecar(tmp_path, tts_model_dict())
+    content = json.loads((tmp_path / "m.json").read_text())
+    edit(content["model"])
+    (tmp_path / "m.json").write_text(json.dumps(content))
+    with pytest.raises(DescriptionError, match=words):
+        read_sidecar(pte)

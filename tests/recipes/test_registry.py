@@ -45,6 +45,7 @@ BUILT_IN = (
     "unispeech",
     "unispeech-sat",
     "univnet",
+    "vits",
     "vocos",
     "wav2vec2",
     "wav2vec2-bert",

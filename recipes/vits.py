@@ -1,0 +1,279 @@
+"""VITS text to speech (`vits`): MMS-TTS and Piper-sized voices from transformers' `VitsModel`, as one program with
+an ``encode`` method (token ids and duration noise to the prior and durations) and a ``decode`` method (latents to
+speech), cut where the number of frames starts to depend on the predicted durations (`_vits_modules`). Between
+them the host repeats each token's prior for its frames and draws the latents (`audiodeploy.program.tts`).
+
+The weight norm of the flow's WaveNet layers is live in transformers (its checkpoints keep ``weight_g`` and
+``weight_v``) and is folded into delegated constants, as the HiFi-GAN decoder's would be.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
+
+from .errors import WeightsError
+from .registry import Recipe, register
+from .spec import (
+    SPEECH_OUTPUT,
+    BuildRequest,
+    BuiltModel,
+    BuiltTextEncoder,
+    LengthRange,
+    Variant,
+    latents_input,
+    synthetic_provenance,
+    tiny_variant,
+)
+
+if TYPE_CHECKING:
+    from transformers import VitsConfig, VitsModel
+
+    from audiodeploy.program.tts import TextFrontEnd
+
+# The characters of a lowercase English voice, for synthetic weights (a checkpoint brings its own vocab.json): the
+# blank token first, as MMS-TTS's front end intersperses id 0.
+_SYNTHETIC_CHARACTERS = ("_", " ", "'", "-", *"abcdefghijklmnopqrstuvwxyz", *"01234567")
+
+# The token counts `encode` takes: with blanks between characters, a sentence of up to 299 characters.
+_MIN_TOKENS, _MAX_TOKENS = 2, 599
+
+
+@dataclass(frozen=True)
+class VitsArchitecture:
+    """transformers `VitsConfig`'s hyperparameters that differ between voices."""
+
+    sample_rate: int
+    hidden_size: int
+    num_hidden_layers: int
+    ffn_dim: int
+    upsample_initial_channel: int
+    upsample_rates: tuple[int, ...]
+    upsample_kernel_sizes: tuple[int, ...]
+    resblock_kernel_sizes: tuple[int, ...] = (3, 7, 11)
+    resblock_dilation_sizes: tuple[tuple[int, ...], ...] = ((1, 3, 5), (1, 3, 5), (1, 3, 5))
+    duration_predictor_num_flows: int = 4
+    prior_encoder_num_wavenet_layers: int = 4
+    depth_separable_num_layers: int = 3
+    vocab_size: int = len(_SYNTHETIC_CHARACTERS)
+
+    @property
+    def hop_length(self) -> int:
+        return math.prod(self.upsample_rates)
+
+    def tiny(self) -> VitsArchitecture:
+        """Test size: one text-encoder layer, 32 channels, one spline flow in reverse, a two-stage HiFi-GAN of the
+        same hop."""
+        rates = (16, 16) if self.hop_length == 256 else (self.hop_length,)
+        return replace(
+            self,
+            hidden_size=32,
+            num_hidden_layers=1,
+            ffn_dim=64,
+            upsample_initial_channel=32,
+            upsample_rates=rates,
+            upsample_kernel_sizes=tuple(2 * rate for rate in rates),
+            resblock_kernel_sizes=(3, 5),
+            resblock_dilation_sizes=((1, 3), (1, 3)),
+            duration_predictor_num_flows=2,
+            prior_encoder_num_wavenet_layers=2,
+            depth_separable_num_layers=2,
+        )
+
+
+# facebook/mms-tts-eng's configuration (transformers VitsConfig's defaults): 16 kHz, a 256-sample hop.
+_MMS = VitsArchitecture(16_000, 192, 6, 768, 512, (8, 8, 2, 2), (16, 16, 4, 4))
+# Piper's "medium" voices: the original VITS (LJSpeech) at 22.05 kHz.
+_PIPER_MEDIUM = replace(_MMS, sample_rate=22_050)
+
+MMS_TTS = Variant(
+    name="mms-tts",
+    description="MMS-TTS (1,100+ languages, one checkpoint each): 16 kHz, 6-layer text encoder, 36 M parameters",
+    checkpoint="facebook/mms-tts-eng",
+    architecture=_MMS,
+)
+PIPER_MEDIUM = Variant(
+    name="piper-medium",
+    description="the size of Piper's medium voices (original VITS): 22.05 kHz, 6-layer text encoder",
+    checkpoint=None,
+    architecture=_PIPER_MEDIUM,
+)
+
+
+@register
+class VitsRecipe(Recipe[VitsArchitecture]):
+    name = "vits"
+    description = (
+        "VITS text to speech (transformers VitsModel, MMS-TTS): text to the prior (encode), latents to speech (decode)"
+    )
+    task = "tts"
+    sources = ("transformers",)
+    variants = (
+        MMS_TTS,
+        PIPER_MEDIUM,
+        tiny_variant("tiny", MMS_TTS, "test size of 'mms-tts': one layer, 32 channels, one spline flow"),
+    )
+    sample_rate = 16_000
+    input_kind = "latents"
+    output = SPEECH_OUTPUT
+    default_length_range = LengthRange(0.03, 20.0)
+    """Seconds of speech per run of ``decode``: a longer sentence is decoded in windows, a shorter one padded (from
+    2 frames: a window padded past the end changes its last samples, where eager's convolutions see zeros)."""
+    atol = 1e-3
+    transformers_model_type = "vits"
+
+    def _build(self, request: BuildRequest[VitsArchitecture]) -> BuiltModel:
+        import torch
+        from torch.export import Dim
+
+        from audiodeploy.program.tts import TextToSpeech
+
+        from ._transformers import load_pretrained, refuse_incomplete, transformers_class
+        from ._vits_modules import VitsLatentsToWaveform, VitsTextToDurations
+        from ._vocoder import audible_synthetic_init
+
+        model_class = transformers_class("VitsModel")
+        notes: tuple[str, ...] = ()
+        if request.weights is None:
+            torch.manual_seed(request.seed)
+            model = model_class(_config(request.variant.architecture))
+            audible_synthetic_init(model)
+            _speech_like_durations(model)
+            provenance = synthetic_provenance(request.variant, request.seed)
+            front_end = _synthetic_front_end()
+            notes = ("synthetic weights: the speech is noise, and the vocabulary a stand-in for a checkpoint's",)
+        else:
+            model, missing = load_pretrained(model_class, request.weights, "vits", self.name, None, request.seed)
+            # The posterior encoder is for training only; a checkpoint without it still speaks.
+            missing = [name for name in missing if not name.startswith("posterior_encoder.")]
+            refuse_incomplete(request.weights, missing, model_class, "vits")
+            provenance = f"loaded from {request.weights} (transformers VitsModel)"
+            front_end = _checkpoint_front_end(request.weights)
+        config = model.config
+        if config.num_speakers > 1:
+            raise WeightsError(
+                f"weights '{request.weights}' are a voice of {config.num_speakers} speakers; audiodeploy's vits "
+                "recipe takes single-speaker voices (MMS-TTS, Piper)"
+            )
+        if len(front_end.characters) > config.vocab_size:
+            raise WeightsError(
+                f"weights '{request.weights}': vocab.json has {len(front_end.characters)} tokens, the model embeds "
+                f"{config.vocab_size}; give the directory save_pretrained wrote for both"
+            )
+        model.eval()
+        hop, rate = math.prod(config.upsample_rates), int(config.sampling_rate)
+        latents = latents_input(rate, hop, config.flow_size, request.length_range)
+        built = self._package(request, VitsLatentsToWaveform(model), latents, provenance, notes)
+        generator = torch.Generator().manual_seed(request.seed)
+        tokens = 41  # a short sentence's tokens with blanks; odd, as the front end makes them
+        token_ids = torch.randint(0, len(front_end.characters), (1, tokens), generator=generator)
+        noise = torch.randn(1, 2, tokens, generator=generator) * config.noise_scale_duration
+        count = Dim("tokens", min=_MIN_TOKENS, max=_MAX_TOKENS)
+        text = TextToSpeech(
+            front_end=front_end,
+            min_tokens=_MIN_TOKENS,
+            max_tokens=_MAX_TOKENS,
+            flow_size=config.flow_size,
+            noise_scale=float(config.noise_scale),
+            noise_scale_duration=float(config.noise_scale_duration),
+            speaking_rate=float(config.speaking_rate),
+        )
+        encoder = BuiltTextEncoder(
+            module=VitsTextToDurations(model).eval(),
+            example_inputs=(token_ids, noise),
+            dynamic_shapes=({1: count}, {2: count}),
+            text=text,
+        )
+        return replace(built, text_encoder=encoder)
+
+
+# Frames per token of synthetic weights' durations, and how much their spread is narrowed: about what trained voices
+# give (blanks between characters are short), measured on mms-tts: 3.3 frames a token, at most 5.
+_SYNTHETIC_FRAMES_PER_TOKEN = 2
+_SYNTHETIC_DURATION_SPREAD = 1 / 4
+
+
+def _speech_like_durations(model: VitsModel) -> None:
+    """Shift and narrow synthetic weights' log-durations to about `_SYNTHETIC_FRAMES_PER_TOKEN` frames a token: drawn
+    at random, they spread over orders of magnitude, and a sentence lasts a few milliseconds or a minute. In reverse,
+    the duration predictor's last flow is ``(x - translate) * exp(-log_scale)`` (`VitsElementwiseAffine`), of which
+    the first channel is the log-duration."""
+    import torch
+
+    affine = model.duration_predictor.flows[0]
+    with torch.no_grad():
+        affine.log_scale[0] = -math.log(_SYNTHETIC_DURATION_SPREAD)
+        affine.translate[0] = -math.log(_SYNTHETIC_FRAMES_PER_TOKEN) / _SYNTHETIC_DURATION_SPREAD
+
+
+def _config(architecture: VitsArchitecture) -> VitsConfig:
+    from transformers import VitsConfig
+
+    return VitsConfig(
+        sampling_rate=architecture.sample_rate,
+        vocab_size=architecture.vocab_size,
+        hidden_size=architecture.hidden_size,
+        num_hidden_layers=architecture.num_hidden_layers,
+        ffn_dim=architecture.ffn_dim,
+        flow_size=architecture.hidden_size,
+        upsample_initial_channel=architecture.upsample_initial_channel,
+        upsample_rates=list(architecture.upsample_rates),
+        upsample_kernel_sizes=list(architecture.upsample_kernel_sizes),
+        resblock_kernel_sizes=list(architecture.resblock_kernel_sizes),
+        resblock_dilation_sizes=[list(d) for d in architecture.resblock_dilation_sizes],
+        duration_predictor_num_flows=architecture.duration_predictor_num_flows,
+        duration_predictor_filter_channels=architecture.hidden_size,
+        prior_encoder_num_wavenet_layers=architecture.prior_encoder_num_wavenet_layers,
+        depth_separable_num_layers=architecture.depth_separable_num_layers,
+    )
+
+
+def _synthetic_front_end() -> TextFrontEnd:
+    from audiodeploy.program.tts import TextFrontEnd
+
+    return TextFrontEnd(
+        characters=_SYNTHETIC_CHARACTERS,
+        lowercase=True,
+        add_blank=True,
+        origin="a stand-in lowercase English character set (synthetic weights)",
+    )
+
+
+def _checkpoint_front_end(weights: str) -> TextFrontEnd:
+    """The front end of a `VitsTokenizer` saved beside the weights (vocab.json, tokenizer_config.json)."""
+    from audiodeploy.program.tts import TextFrontEnd
+
+    from ._transformers import optional_file
+
+    vocab_path = optional_file(weights, "vocab.json")
+    if vocab_path is None:
+        raise WeightsError(
+            f"weights '{weights}' have no vocab.json: save the checkpoint's tokenizer beside it "
+            "(VitsTokenizer.save_pretrained to the same directory)"
+        )
+    settings: dict[str, object] = {}
+    config_path = optional_file(weights, "tokenizer_config.json")
+    try:
+        with open(vocab_path, encoding="utf-8") as file:
+            vocabulary = json.load(file)
+        if config_path is not None:
+            with open(config_path, encoding="utf-8") as file:
+                settings = json.load(file)
+        ids = sorted((int(index), str(token)) for token, index in vocabulary.items())
+    except (OSError, ValueError, TypeError, AttributeError) as error:
+        raise WeightsError(f"weights '{weights}': vocab.json is not a token-to-id mapping ({error})") from None
+    if [index for index, _ in ids] != list(range(len(ids))):
+        raise WeightsError(f"weights '{weights}': vocab.json's ids are not 0 .. {len(ids) - 1}, one token each")
+    if settings.get("phonemize", False) is True:
+        raise WeightsError(
+            f"weights '{weights}': this voice reads phonemes (its tokenizer phonemizes with espeak); audiodeploy's "
+            "front end takes character voices such as MMS-TTS"
+        )
+    return TextFrontEnd(
+        characters=tuple(token for _, token in ids),
+        lowercase=bool(settings.get("normalize", True)),
+        add_blank=bool(settings.get("add_blank", True)),
+        origin=f"vocab.json of {weights}",
+    )

@@ -1,0 +1,109 @@
+"""The vits recipe: its two export wrappers compute what transformers' `VitsModel` computes, and the exported
+program, with the runtime's host part between its methods, speaks what eager `VitsModel` speaks for the same seed."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import soundfile
+import torch
+
+from audiodeploy import recipes, runtime
+from audiodeploy.recipes._vits_modules import VitsLatentsToWaveform, VitsTextToDurations
+from audiodeploy.recipes.errors import WeightsError
+from tests.vits_checkpoint import write_vits_checkpoint
+
+
+@pytest.fixture(scope="module")
+def voice(tmp_path_factory):
+    from transformers import VitsModel, VitsTokenizer
+
+    directory = write_vits_checkpoint(tmp_path_factory.mktemp("voice"))
+    return VitsModel.from_pretrained(directory).eval(), VitsTokenizer.from_pretrained(directory)
+
+
+def test_encode_wrapper_is_the_text_encoder_and_the_reverse_duration_predictor(voice):
+    model, tokenizer = voice
+    ids = tokenizer("Say something longer than the attention's window.", return_tensors="pt").input_ids
+    mask = torch.ones(1, ids.shape[1], 1)
+    torch.manual_seed(3)
+    noise = torch.randn(1, 2, ids.shape[1]) * model.noise_scale_duration
+    with torch.no_grad():
+        encoded = model.text_encoder(input_ids=ids, padding_mask=mask)
+        torch.manual_seed(3)
+        log_durations = model.duration_predictor(
+            encoded.last_hidden_state.transpose(1, 2), mask.transpose(1, 2), None, reverse=True, noise_scale=0.8
+        )
+        means, log_variances, durations = VitsTextToDurations(model)(ids, noise)
+    # The spline runs: some durations' noise lies inside the tail bound, where the flow is not the identity.
+    assert (noise.abs() < 5).any()
+    torch.testing.assert_close(means, encoded.prior_means, rtol=0, atol=1e-5)
+    torch.testing.assert_close(log_variances, encoded.prior_log_variances, rtol=0, atol=1e-5)
+    torch.testing.assert_close(durations, log_durations[:, 0], rtol=0, atol=1e-5)
+
+
+def test_decode_wrapper_is_the_reverse_flow_and_the_hifigan(voice):
+    model, _ = voice
+    latents = torch.randn(1, 30, model.config.flow_size)
+    with torch.no_grad():
+        flowed = model.flow(latents.transpose(1, 2), torch.ones(1, 1, 30), None, reverse=True)
+        expected = model.decoder(flowed)[:, 0]
+        actual = VitsLatentsToWaveform(model)(latents)
+    assert actual.shape == (1, 30 * 256)
+    torch.testing.assert_close(actual, expected, rtol=0, atol=1e-6)
+
+
+def test_program_speaks_what_eager_vits_model_speaks_for_the_same_seed(tts_model):
+    from transformers import VitsModel, VitsTokenizer
+
+    checkpoint = tts_model.parent / "checkpoint"
+    model = VitsModel.from_pretrained(checkpoint).eval()
+    tokenizer = VitsTokenizer.from_pretrained(checkpoint)
+    synthesizer = runtime.load(tts_model)
+    assert isinstance(synthesizer, runtime.Synthesizer)
+    report = json.loads(tts_model.with_suffix(".json").read_text())["lowering"]
+    assert {name: method["delegates"] for name, method in report["methods"].items()} == {"encode": 1, "decode": 1}
+    for text, seed in [("Hello World, this is the whole chain!", 555), ("The quick brown fox.", 0)]:
+        torch.manual_seed(seed)
+        with torch.no_grad():
+            expected = model(tokenizer(text, return_tensors="pt").input_ids).waveform[0]
+        spoken = synthesizer.synthesize(text, runtime.Voice(seed=seed))
+        assert spoken.samples.shape == expected.shape
+        assert float(expected.std()) > 0.05  # speech-like amplitude, not silence
+        torch.testing.assert_close(spoken.samples, expected, rtol=0, atol=1e-4)
+
+
+def test_sentences_stream_to_the_file_one_after_another(tts_model, tmp_path):
+    synthesizer = runtime.load(tts_model)
+    voice = runtime.Voice(seed=9, speaking_rate=1.2)
+    first, second = "A first sentence.", "And the second one?"
+    written = synthesizer.synthesize_to_file(f"{first} {second}", tmp_path / "both.wav", voice)
+    whole = synthesizer.synthesize(f"{first} {second}", voice).samples.numpy()
+    audio, rate = soundfile.read(tmp_path / "both.wav", dtype="float32")
+    assert rate == 16_000 and written.samples == audio.size == whole.size
+    np.testing.assert_allclose(audio, np.clip(whole, -1, 1), rtol=0, atol=2 / 32768)
+    # One noise stream over the sentences: the second sentence differs from the same sentence spoken first.
+    alone = synthesizer.synthesize(second, voice).samples.numpy()
+    assert not np.array_equal(whole[-alone.size :], alone)
+
+
+def test_synthetic_voice_builds_with_durations_like_speech():
+    built = recipes.get("vits").build(variant="tiny")
+    assert built.text_encoder is not None and built.method == "decode"
+    assert list(built.methods) == ["encode", "decode"]
+    ids, noise = built.text_encoder.example_inputs
+    with torch.no_grad():
+        log_durations = built.text_encoder.module(ids, noise)[2]
+    frames_per_token = float(torch.ceil(torch.exp(log_durations)).mean())
+    assert 1.5 < frames_per_token < 10
+
+
+def test_checkpoint_without_vocabulary_or_with_phonemes_is_refused(tmp_path):
+    phonemes = write_vits_checkpoint(tmp_path / "phonemes", phonemize=True)
+    with pytest.raises(WeightsError, match="reads phonemes"):
+        recipes.get("vits").build(weights=str(phonemes))
+    (phonemes / "vocab.json").unlink()
+    with pytest.raises(WeightsError, match="no vocab.json"):
+        recipes.get("vits").build(weights=str(phonemes))

@@ -1,0 +1,52 @@
+"""A VITS voice as transformers saves one (`VitsModel` and `VitsTokenizer` save_pretrained into one directory), at
+test size, with weights that make its durations and flows do something."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import torch
+
+# An MMS-TTS-like character vocabulary: id 0 (the blank the tokenizer intersperses) is a letter, as in MMS-TTS.
+CHARACTERS = ("k", "'", "|", "t", "m", "d", "z", "e", "x", "r", "y", "3", "c", "w", "-", "1", "q", "u", "h", " ")
+CHARACTERS += ("f", "l", "n", "0", "b", "i", "a", "2", "4", "v", "_", "o", "s", "p", "j", "5", "6", "g")
+
+
+def write_vits_checkpoint(directory: Path, *, phonemize: bool = False) -> Path:
+    """A tiny single-speaker VITS voice in `directory`: config.json, model.safetensors, vocab.json and
+    tokenizer_config.json."""
+    from transformers import VitsConfig, VitsModel, VitsTokenizer
+
+    torch.manual_seed(1)
+    config = VitsConfig(
+        vocab_size=len(CHARACTERS),
+        hidden_size=32,
+        num_hidden_layers=1,
+        ffn_dim=64,
+        flow_size=32,
+        spectrogram_bins=33,
+        upsample_initial_channel=32,
+        upsample_rates=[16, 16],
+        upsample_kernel_sizes=[32, 32],
+        resblock_kernel_sizes=[3, 5],
+        resblock_dilation_sizes=[[1, 3], [1, 3]],
+        prior_encoder_num_wavenet_layers=2,
+        posterior_encoder_num_wavenet_layers=2,
+        duration_predictor_filter_channels=32,
+        duration_predictor_num_flows=2,
+        depth_separable_num_layers=2,
+    )
+    model = VitsModel(config).eval()
+    with torch.no_grad():
+        # transformers starts the flows' affine layers at zero and small convolutions: move them, so that the
+        # durations' spline and the flows change what they are given.
+        for name, parameter in model.named_parameters():
+            if "duration_predictor" in name or "flow" in name:
+                parameter.add_(torch.randn_like(parameter) * 0.1)
+    model.save_pretrained(directory)
+    vocab = directory / "vocab.json"
+    vocab.write_text(json.dumps({character: index for index, character in enumerate(CHARACTERS)}))
+    tokenizer = VitsTokenizer(str(vocab), language="eng", add_blank=True, normalize=True, phonemize=phonemize)
+    tokenizer.save_pretrained(directory)
+    return directory
