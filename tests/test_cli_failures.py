@@ -49,7 +49,7 @@ def test_a_wav_given_as_the_program_is_one_line_not_an_abort(tmp_path):
     [
         (("export", "wav2vec2", "--bogus"), "No such option: --bogus"),
         (("export", "wav2vec2", "--seconds", "two"), "Invalid value for '--seconds'"),
-        (("run", "model.pte"), "Missing argument"),
+        (("run",), "Missing argument"),
         (("exprot", "wav2vec2"), "No such command 'exprot'"),
         (("bench", "wav2vec2", "--runs", "many"), "Invalid value for '--runs'"),
     ],
