@@ -25,7 +25,7 @@ import stat
 import tempfile
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import BinaryIO, Literal
+from typing import Any, BinaryIO, Literal
 
 from audiodeploy.errors import AudiodeployError
 
@@ -335,3 +335,23 @@ def _written_through_at_the_end(target: Path) -> Iterator[Path]:
             stream.close()
         if temporary is not None:
             temporary.unlink(missing_ok=True)
+
+
+def read_user_file(
+    path: str | bytes | os.PathLike[Any], shown: str, what: str, remedy: str, error: type[AudiodeployError]
+) -> bytes:
+    """The bytes of a file the user named (shown as `shown`): one that cannot be read raises `error` in one line,
+    naming the file as `what` and the `remedy`."""
+    try:
+        return Path(os.fsdecode(path)).read_bytes()
+    except FileNotFoundError:
+        raise error(f"{shown}: no such file; {remedy}") from None
+    except IsADirectoryError:
+        raise error(f"{shown} is a directory, not a {what}; {remedy}") from None
+    except PermissionError:
+        raise error(f"{shown}: permission denied; make the {what} readable or copy it") from None
+    except OSError as failure:
+        reason = failure.strerror or type(failure).__name__
+        raise error(f"{shown}: cannot read the {what} ({reason}); {remedy}") from None
+    except (UnicodeError, ValueError) as failure:  # a name the file system cannot take (a NUL, a lone surrogate)
+        raise error(f"{shown}: not a usable file name ({type(failure).__name__}); {remedy}") from None

@@ -27,7 +27,14 @@ import typer
 from rich.console import Console
 
 from audiodeploy import _output
-from audiodeploy._files import atomic_write_bytes, atomic_write_text, check_writable, display, refuse_overwrite
+from audiodeploy._files import (
+    atomic_write_bytes,
+    atomic_write_text,
+    check_writable,
+    display,
+    read_user_file,
+    refuse_overwrite,
+)
 from audiodeploy.errors import AudiodeployError
 from audiodeploy.native.cli import runner_app
 
@@ -805,14 +812,11 @@ def _run_speak(loaded: Synthesizer, request: _RunRequest, text: str | None, spee
 
 
 def _read_text_file(path: Path) -> str:
+    shown, remedy = f"--text-file {display(path)}", "give a UTF-8 text file"
     try:
-        return path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise UserError(f"--text-file {display(path)}: no such file; give a UTF-8 text file") from None
-    except IsADirectoryError:
-        raise UserError(f"--text-file {display(path)} is a directory; give a UTF-8 text file") from None
+        return read_user_file(path, shown, "text file", remedy, UserError).decode("utf-8")
     except UnicodeDecodeError:
-        raise UserError(f"--text-file {display(path)}: not UTF-8 text; save it as UTF-8") from None
+        raise UserError(f"{shown}: not UTF-8 text; save it as UTF-8") from None
 
 
 def _run_transcribe(loaded: SpeechRecognizer, request: _RunRequest) -> None:
@@ -980,14 +984,7 @@ def _read_program(model: Path) -> bytes:
     from audiodeploy.runtime.pte_check import GIVE_PTE, check_program_bytes
 
     shown = display(model)
-    try:
-        buffer = model.read_bytes()
-    except FileNotFoundError:
-        raise UserError(f"{shown}: no such file; {GIVE_PTE}") from None
-    except IsADirectoryError:
-        raise UserError(f"{shown} is a directory, not a program; {GIVE_PTE}") from None
-    except PermissionError:
-        raise UserError(f"{shown}: permission denied; make the program readable or copy it") from None
+    buffer = read_user_file(model, shown, "program", GIVE_PTE, UserError)
     # The flatbuffer is parsed next, by the inspection: its layout is checked first, as before a load.
     check_program_bytes(buffer, shown)
     return buffer

@@ -1,10 +1,12 @@
-"""A codec's two methods timed: audiodeploy's program against eager PyTorch, interleaved, at 1 s and 10 s.
+"""A codec's two methods timed: audiodeploy's program against eager PyTorch and ONNX Runtime, interleaved, at 1 s
+and 10 s.
 
 `audiodeploy bench` measures one-method programs; until it takes a codec's ``encode`` and ``decode``, this lowers
-the recipe's program as `audiodeploy export` does and times each method beside its eager module on the same input
-(the decode input: the codes eager gives for that audio), alternating the two, median of `--runs` after a warm-up.
-It records the delegates per method, the codes that differ from eager's, the decoded waveform's largest difference,
-and the machine.
+the recipe's program as `audiodeploy export` does and times each method beside its eager module and that module's
+ONNX export (``torch.onnx.export(dynamo=True)`` at the same dynamic length, run as `bench`'s onnxruntime runs it)
+on the same input (the decode input: the codes eager gives for that audio), alternating the three, median of
+`--runs` after a warm-up. It records the delegates per method, the codes that differ from eager's, the decoded
+waveform's largest difference, and the machine.
 
     python benchmarks/codec_methods.py dac --variant 16khz
     python benchmarks/codec_methods.py mimi --variant 8-codebooks --min-seconds 2.5 --seconds 2.5 --seconds 10
@@ -25,6 +27,7 @@ import torch
 import audiodeploy
 from audiodeploy import recipes
 from audiodeploy._files import atomic_write_text
+from audiodeploy.bench.runtimes import OnnxRuntime
 from audiodeploy.bench.timing import machine_info, set_threads
 from audiodeploy.recipes.spec import LengthRange
 from audiodeploy.runtime.program import Program
@@ -66,16 +69,21 @@ def main() -> None:
         "cases": [],
     }
     program = Program(lowered.buffer, origin=f"{built.recipe} {built.variant}", trusted=True)
+    onnx = {name: OnnxRuntime(*method, threads) for name, method in built.methods.items()}
+    for session in onnx.values():
+        session.load()
+    record["onnxruntime"] = onnx["encode"].info.label
     for length_seconds in seconds:
         waveform = built.input.random_inputs(built.input.length_for_seconds(length_seconds), seed=1)
         with torch.no_grad():
             codes = built.module(*waveform)
         for method, module, inputs in (("encode", built.module, waveform), ("decode", built.decoder.module, (codes,))):
-            case = _timed(program, method, module, inputs, args.runs)
+            case = _timed(program, method, module, onnx[method], inputs, args.runs)
             record["cases"].append({"seconds": length_seconds, "method": method, **case})
             print(
                 f"{method} at {length_seconds:g} s: audiodeploy {case['audiodeploy_ms']:.1f} ms, eager "
-                f"{case['eager_ms']:.1f} ms ({case['ratio']:.3f}x eager's); {case['difference']}",
+                f"{case['eager_ms']:.1f} ms, ONNX Runtime {case['onnxruntime_ms']:.1f} ms ({case['ratio']:.3f}x "
+                f"eager's, {case['onnxruntime_ratio']:.3f}x ONNX Runtime's); {case['difference']}",
                 flush=True,
             )
     path = RESULTS / f"{built.recipe}-{built.variant}-methods.json"
@@ -83,28 +91,39 @@ def main() -> None:
     print(f"wrote {path}")
 
 
-def _timed(program: Program, method: str, module: torch.nn.Module, inputs: tuple, runs: int) -> dict:
-    """Both runtimes alternated, a warm-up each first; the medians, their ratio, and how far apart the outputs are."""
-    times: dict[str, list[float]] = {"audiodeploy": [], "eager": []}
-    for run in range(runs + 1):
-        for runtime in times:
-            start = time.perf_counter()
-            if runtime == "eager":
-                with torch.no_grad():
-                    module(*inputs)
-            else:
-                program.run(inputs, method)
-            if run:
-                times[runtime].append(time.perf_counter() - start)
-    ours, eager = (statistics.median(times[k]) for k in ("audiodeploy", "eager"))
-    actual = program.run(inputs, method)[0]
+def _timed(program: Program, method: str, module: torch.nn.Module, onnx: OnnxRuntime, inputs: tuple, runs: int) -> dict:
+    """The three runtimes alternated, a warm-up each first; the medians, their ratios, and how far apart the
+    outputs are."""
+    runners = {
+        "audiodeploy": lambda: program.run(inputs, method)[0],
+        "eager": lambda: module(*inputs),
+        "onnxruntime": lambda: onnx.run(inputs),
+    }
+    times: dict[str, list[float]] = {name: [] for name in runners}
+    outputs: dict[str, torch.Tensor] = {}
     with torch.no_grad():
-        expected = module(*inputs)
+        for run in range(runs + 1):
+            for name, runner in runners.items():
+                start = time.perf_counter()
+                outputs[name] = runner()
+                if run:
+                    times[name].append(time.perf_counter() - start)
+    ours, eager, ort = (statistics.median(times[k]) for k in runners)
+    return {
+        "audiodeploy_ms": ours * 1e3,
+        "eager_ms": eager * 1e3,
+        "onnxruntime_ms": ort * 1e3,
+        "ratio": ours / eager,
+        "onnxruntime_ratio": ours / ort,
+        "difference": _difference(outputs["audiodeploy"], outputs["eager"]),
+        "onnxruntime_difference": _difference(outputs["onnxruntime"], outputs["eager"]),
+    }
+
+
+def _difference(actual: torch.Tensor, expected: torch.Tensor) -> str:
     if actual.dtype.is_floating_point:
-        difference = f"max abs diff {float((actual - expected).abs().max()):.2e}"
-    else:
-        difference = f"{int((actual != expected).sum())} of {expected.numel()} codes differ"
-    return {"audiodeploy_ms": ours * 1e3, "eager_ms": eager * 1e3, "ratio": ours / eager, "difference": difference}
+        return f"max abs diff {float((actual - expected).abs().max()):.2e}"
+    return f"{int((actual != expected).sum())} of {expected.numel()} codes differ"
 
 
 if __name__ == "__main__":

@@ -390,20 +390,26 @@ def codec_summary(results: list[dict]) -> list[str]:
         "## Codecs, method by method (`python benchmarks/codec_methods.py RECIPE --variant V`)",
         "",
         "A codec's program has an `encode` and a `decode` method, which `audiodeploy bench` does not time yet: each "
-        "method against its eager module, alternated, on the same input (decode: the codes eager gives for that "
-        "audio). No ONNX Runtime column yet.",
+        "method against its eager module and that module's ONNX export (`torch.onnx.export(dynamo=True)`, run as "
+        "`bench` runs ONNX Runtime), alternated, on the same input (decode: the codes eager gives for that audio). "
+        "The last columns compare each runtime's output with eager's.",
         "",
-        "| codec | method | input | measured on | delegates | audiodeploy | eager | ours / eager | against eager |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| codec | method | input | measured on | delegates | audiodeploy | eager | ONNX Runtime | ours / eager "
+        "| ours / ONNX Runtime | audiodeploy against eager | ONNX Runtime against eager |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for result in results:
         where = f"{result['machine']['processor']}, {result['machine']['threads']} thread(s)"
         for case in result["cases"]:
+            # Records from before the ONNX Runtime column have none.
+            onnx_ms = f"{case['onnxruntime_ms']:,.0f} ms" if "onnxruntime_ms" in case else "–"
+            onnx_ratio = f"{case['onnxruntime_ratio']:.3f}" if "onnxruntime_ratio" in case else "–"
             lines.append(
                 f"| {result['recipe']} {result['variant']} | {case['method']} | {case['seconds']:g} s "
                 f"| {result['machine']['date'][:10]}, {where} | {result['methods'][case['method']]['delegates']} "
-                f"| {case['audiodeploy_ms']:,.0f} ms | {case['eager_ms']:,.0f} ms | {case['ratio']:.3f} "
-                f"| {case['difference']} |"
+                f"| {case['audiodeploy_ms']:,.0f} ms | {case['eager_ms']:,.0f} ms "
+                f"| {onnx_ms} | {case['ratio']:.3f} | {onnx_ratio} | {case['difference']} "
+                f"| {case.get('onnxruntime_difference', '–')} |"
             )
     return lines + [""]
 

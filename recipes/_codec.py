@@ -13,7 +13,7 @@ import dataclasses
 from abc import abstractmethod
 from typing import TYPE_CHECKING
 
-from ._transformers import load_pretrained, refuse_incomplete, transformers_class
+from ._transformers import synthetic_or_loaded, transformers_class
 from ._vocoder import audible_synthetic_init
 from .registry import Recipe
 from .spec import (
@@ -24,7 +24,6 @@ from .spec import (
     BuiltModel,
     InputSpec,
     LengthRange,
-    synthetic_provenance,
     waveform_input,
 )
 
@@ -86,22 +85,19 @@ class CodecRecipe(Recipe[ArchitectureT]):
         default."""
 
     def _build(self, request: BuildRequest[ArchitectureT]) -> BuiltModel:
-        import torch
 
         model_class = transformers_class(self.transformers_model_class_name)
+        model, provenance = synthetic_or_loaded(
+            request,
+            self.name,
+            model_class,
+            self.transformers_model_type,
+            lambda: self.transformers_config(request.variant.architecture),
+            self.synthetic_init,
+        )
         notes: tuple[str, ...] = ()
         if request.weights is None:
-            torch.manual_seed(request.seed)
-            model = model_class(self.transformers_config(request.variant.architecture))
-            self.synthetic_init(model)
-            provenance = synthetic_provenance(request.variant, request.seed)
             notes = ("synthetic convolution weights are LeCun-normal (std 1/sqrt(fan-in)): the codes are noise",)
-        else:
-            model, missing = load_pretrained(
-                model_class, request.weights, self.transformers_model_type, self.name, None, request.seed
-            )
-            refuse_incomplete(request.weights, missing, model_class, self.transformers_model_type)
-            provenance = f"loaded from {request.weights} (transformers {model_class.__name__})"
         config = model.config
         hop, rate = self.hop_length(config), int(config.sampling_rate)
         self.check_length_range(request.length_range, hop, rate)

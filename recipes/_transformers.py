@@ -19,9 +19,12 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from ._checkpoints import first_line, is_unreadable, unreadable
 from .errors import WeightsError, WeightsMismatchError
+from .spec import synthetic_provenance
 
 if TYPE_CHECKING:
-    from transformers import PreTrainedModel
+    from transformers import PretrainedConfig, PreTrainedModel
+
+    from .spec import BuildRequest
 
 UNPADDED_EAGER_ATTENTION = "audiodeploy_unpadded_eager"
 """transformers' eager attention without an attention mask, for exporting one unpadded utterance.
@@ -235,6 +238,30 @@ def refuse_mismatched(weights: str, mismatched: Iterable[tuple[str, tuple[int, .
         f"weights '{weights}' do not fit their config.json: {shown}{more}; the config.json beside the weights must "
         "be the one they were trained with"
     )
+
+
+def synthetic_or_loaded(
+    request: BuildRequest[Any],
+    recipe: str,
+    model_class: type[ModelT],
+    model_type: str,
+    synthetic: Callable[[], PretrainedConfig],
+    synthetic_init: Callable[[ModelT], None],
+    needless: Callable[[str], bool] = lambda name: False,
+) -> tuple[ModelT, str]:
+    """The model a recipe builds, with its provenance: without `request.weights`, `model_class` of the
+    `synthetic` config seeded by the request and `synthetic_init` given its weights; with them, the checkpoint
+    loaded and refused when it lacks a parameter other than a `needless` one (training-only parts)."""
+    import torch
+
+    if request.weights is None:
+        torch.manual_seed(request.seed)
+        model = model_class(synthetic())
+        synthetic_init(model)
+        return model.eval(), synthetic_provenance(request.variant, request.seed)
+    model, missing = load_pretrained(model_class, request.weights, model_type, recipe, None, request.seed)
+    refuse_incomplete(request.weights, [name for name in missing if not needless(name)], model_class, model_type)
+    return model, f"loaded from {request.weights} (transformers {model_class.__name__})"
 
 
 def refuse_incomplete(weights: str, missing: list[str], model_class: type[PreTrainedModel], model_type: str) -> None:

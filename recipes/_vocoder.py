@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Protocol, cast
 
 from audiodeploy.program.mel import MelSpectrogram
 
-from ._transformers import load_pretrained, refuse_incomplete, transformers_class
+from ._transformers import synthetic_or_loaded, transformers_class
 from .registry import Recipe
 from .spec import (
     WAVEFORM_OUTPUT,
@@ -22,7 +22,6 @@ from .spec import (
     LengthRange,
     Variant,
     mel_input,
-    synthetic_provenance,
 )
 
 if TYPE_CHECKING:
@@ -135,26 +134,24 @@ class VocoderRecipe(Recipe[ArchitectureT]):
         """Raise `WeightsError` when `variant` cannot take loaded weights."""
 
     def _build(self, request: BuildRequest[ArchitectureT]) -> BuiltModel:
-        import torch
 
         architecture = request.variant.architecture
         model_class = self.transformers_model_class
+        if request.weights is not None:
+            self.check_loadable(request.variant)
+        model, provenance = synthetic_or_loaded(
+            request,
+            self.name,
+            model_class,
+            self.transformers_model_type,
+            lambda: self.transformers_config(architecture),
+            audible_synthetic_init,
+        )
+        notes: tuple[str, ...] = ()
         if request.weights is None:
-            torch.manual_seed(request.seed)
-            model = model_class(self.transformers_config(architecture))
-            audible_synthetic_init(model)
-            provenance = synthetic_provenance(request.variant, request.seed)
-            notes: tuple[str, ...] = (
+            notes = (
                 "synthetic convolution weights are LeCun-normal (std 1/sqrt(fan-in)) so the waveform is audible noise",
             )
-        else:
-            self.check_loadable(request.variant)
-            model, missing = load_pretrained(
-                model_class, request.weights, self.transformers_model_type, self.name, None, request.seed
-            )
-            refuse_incomplete(request.weights, missing, model_class, self.transformers_model_type)
-            provenance = f"loaded from {request.weights} (transformers {model_class.__name__})"
-            notes = ()
         mel = self.front_end(model, architecture)
         spec = mel_input(mel.sample_rate, mel.hop_length, mel.mel_bins, request.length_range)
         self.parametrize_convolutions(model, architecture)

@@ -24,7 +24,6 @@ from .spec import (
     LengthRange,
     Variant,
     latents_input,
-    synthetic_provenance,
     tiny_variant,
 )
 
@@ -130,26 +129,31 @@ class VitsRecipe(Recipe[VitsArchitecture]):
 
         from audiodeploy.program.tts import TextToSpeech
 
-        from ._transformers import load_pretrained, refuse_incomplete, transformers_class
+        from ._transformers import synthetic_or_loaded, transformers_class
         from ._vits_modules import VitsLatentsToWaveform, VitsTextToDurations
         from ._vocoder import audible_synthetic_init
 
         model_class = transformers_class("VitsModel")
-        notes: tuple[str, ...] = ()
-        if request.weights is None:
-            torch.manual_seed(request.seed)
-            model = model_class(_config(request.variant.architecture))
+
+        def synthetic_init(model: VitsModel) -> None:
             audible_synthetic_init(model)
             _speech_like_durations(model)
-            provenance = synthetic_provenance(request.variant, request.seed)
+
+        model, provenance = synthetic_or_loaded(
+            request,
+            self.name,
+            model_class,
+            "vits",
+            lambda: _config(request.variant.architecture),
+            synthetic_init,
+            # The posterior encoder is for training only; a checkpoint without it still speaks.
+            needless=lambda name: name.startswith("posterior_encoder."),
+        )
+        notes: tuple[str, ...] = ()
+        if request.weights is None:
             front_end = _synthetic_front_end()
             notes = ("synthetic weights: the speech is noise, and the vocabulary a stand-in for a checkpoint's",)
         else:
-            model, missing = load_pretrained(model_class, request.weights, "vits", self.name, None, request.seed)
-            # The posterior encoder is for training only; a checkpoint without it still speaks.
-            missing = [name for name in missing if not name.startswith("posterior_encoder.")]
-            refuse_incomplete(request.weights, missing, model_class, "vits")
-            provenance = f"loaded from {request.weights} (transformers VitsModel)"
             front_end = _checkpoint_front_end(request.weights)
         config = model.config
         if config.num_speakers > 1:

@@ -18,12 +18,14 @@ def _shared_root(tmp_path_factory) -> None:
 
 
 def _exported(key: str, *args: str) -> Path:
-    """``audiodeploy export *args -o <shared folder>/<key>.pte``, once per test run; the program's path."""
+    """``audiodeploy export *args -o <shared folder>/<key>.pte``, once per test run; the program's path (what the
+    command printed is beside it, in stdout.txt and stderr.txt)."""
 
     def export(folder: Path) -> None:
         result = audiodeploy("export", *args, "-o", str(folder / f"{key}.pte"))
         assert result.returncode == 0, result.stderr
         (folder / "stdout.txt").write_text(result.stdout)
+        (folder / "stderr.txt").write_text(result.stderr)
 
     return shared.shared_directory(key, export) / f"{key}.pte"
 

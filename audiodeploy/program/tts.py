@@ -138,6 +138,10 @@ class TorchNormal:
     def _words(self, count: int) -> np.ndarray:
         return self._stream.randint(0, 2**32, size=count, dtype=np.uint64)
 
+    def _float_uniforms(self, count: int) -> np.ndarray:
+        """`count` uniforms in [0, 1) of 24 bits, as torch draws them for float32."""
+        return (self._words(count) & 0xFFFFFF).astype(np.float64) * 2.0**-24
+
     def randn(self, count: int, *, contiguous: bool = True) -> np.ndarray:
         """The next `count` numbers of ``torch.randn`` (`contiguous`) or ``torch.randn_like`` of a strided tensor,
         float32, in memory order."""
@@ -146,13 +150,12 @@ class TorchNormal:
         return self._pairs(count)
 
     def _blocks(self, count: int) -> np.ndarray:
-        uniforms = (self._words(count) & 0xFFFFFF).astype(np.float64) * 2.0**-24
+        uniforms = self._float_uniforms(count)
         values = np.empty(count, dtype=np.float64)
         whole = count // 16 * 16
         values[:whole] = _box_muller_blocks(uniforms[:whole])
         if count % 16:
-            tail = (self._words(16) & 0xFFFFFF).astype(np.float64) * 2.0**-24
-            values[count - 16 :] = _box_muller_blocks(tail)
+            values[count - 16 :] = _box_muller_blocks(self._float_uniforms(16))
         return values.astype(np.float32)
 
     def _pairs(self, count: int) -> np.ndarray:
@@ -162,9 +165,10 @@ class TorchNormal:
             count -= 1
             self._cached = None
         pairs = math.ceil(count / 2)
-        words = self._words(4 * pairs).reshape(pairs, 4)
-        u1 = (((words[:, 0] << np.uint64(32)) | words[:, 1]) & np.uint64(2**53 - 1)).astype(np.float64) * 2.0**-53
-        u2 = (((words[:, 2] << np.uint64(32)) | words[:, 3]) & np.uint64(2**53 - 1)).astype(np.float64) * 2.0**-53
+        # Two 53-bit uniforms per pair, each from two words (high word first).
+        words = self._words(4 * pairs).reshape(pairs, 2, 2)
+        bits = ((words[..., 0] << np.uint64(32)) | words[..., 1]) & np.uint64(2**53 - 1)
+        u1, u2 = (bits.astype(np.float64) * 2.0**-53).T
         radius = np.sqrt(-2.0 * np.log1p(-u2))
         theta = 2.0 * np.pi * u1
         drawn = np.stack([radius * np.cos(theta), radius * np.sin(theta)], axis=1).reshape(-1)

@@ -769,6 +769,12 @@ class Voice:
         if not 0 <= self.seed < 2**32:
             raise TextError(f"seed {self.seed} is outside 0 .. 4294967295; give a seed in that range")
 
+    def settings(self, text: TextToSpeech) -> tuple[float, ...]:
+        """The noise scale, the durations' noise scale and the speaking rate: the voice's, else the checkpoint's."""
+        chosen = (self.noise_scale, self.noise_scale_duration, self.speaking_rate)
+        own = (text.noise_scale, text.noise_scale_duration, text.speaking_rate)
+        return tuple(default if setting is None else setting for setting, default in zip(chosen, own, strict=True))
+
 
 class Synthesizer(Vocoder):
     """A text-to-speech program (VITS): text in, speech out.
@@ -805,11 +811,10 @@ class Synthesizer(Vocoder):
 
         text = self.text
         ids = self.token_ids(sentence)
-        scale_duration = text.noise_scale_duration if voice.noise_scale_duration is None else voice.noise_scale_duration
+        noise_scale, scale_duration, rate = voice.settings(text)
         duration_noise = normal.randn(2 * ids.size).reshape(1, 2, ids.size) * np.float32(scale_duration)
         inputs = (torch.from_numpy(ids[None]), torch.from_numpy(duration_noise))
         means, log_variances, log_durations = (o.detach().numpy() for o in self.program.run(inputs, ENCODE_METHOD))
-        rate = text.speaking_rate if voice.speaking_rate is None else voice.speaking_rate
         durations = frame_durations(log_durations[0], rate)
         frames = int(durations.sum())
         if frames < 1:  # as VitsModel: one frame, of the prior's noise alone
@@ -817,8 +822,7 @@ class Synthesizer(Vocoder):
             durations, frames = np.ones(1, dtype=np.int64), 1
         # torch draws VitsModel's latent noise with randn_like of a transposed tensor: strided, unless one frame.
         noise = normal.randn(frames * text.flow_size, contiguous=frames == 1).reshape(frames, text.flow_size)
-        scale = text.noise_scale if voice.noise_scale is None else voice.noise_scale
-        return prior_latents(means[0], log_variances[0], durations, noise, scale)[0]
+        return prior_latents(means[0], log_variances[0], durations, noise, noise_scale)[0]
 
     def _speak(
         self,

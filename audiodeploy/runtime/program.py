@@ -25,12 +25,12 @@ import re
 import shutil
 import tempfile
 from collections.abc import Iterator, Sequence
-from pathlib import Path
 from typing import Any
 
 import torch
 
 from audiodeploy._cache import cache_dir
+from audiodeploy._files import read_user_file
 from audiodeploy.errors import AudiodeployError
 from audiodeploy.program.description import program_digest
 from audiodeploy.runtime import probe, verdicts
@@ -300,16 +300,4 @@ def _only_escapes(text: str) -> bool:
 
 def _read(path: str | bytes | os.PathLike[Any], shown: str, what: str, remedy: str) -> bytes:
     """The file's bytes; a file that cannot be read is a load error naming it (as ``shown``) and the remedy."""
-    try:
-        return Path(os.fsdecode(path)).read_bytes()
-    except FileNotFoundError:
-        raise ProgramLoadError(f"{shown}: no such file; {remedy}") from None
-    except IsADirectoryError:
-        raise ProgramLoadError(f"{shown} is a directory, not a {what}; {remedy}") from None
-    except PermissionError:
-        raise ProgramLoadError(f"{shown}: permission denied; make the {what} readable or copy it") from None
-    except OSError as error:
-        reason = error.strerror or type(error).__name__
-        raise ProgramLoadError(f"{shown}: cannot read the {what} ({reason}); {remedy}") from None
-    except (UnicodeError, ValueError) as error:  # a name the file system cannot take (a NUL, a lone surrogate)
-        raise ProgramLoadError(f"{shown}: not a usable file name ({type(error).__name__}); {remedy}") from None
+    return read_user_file(path, shown, what, remedy, ProgramLoadError)

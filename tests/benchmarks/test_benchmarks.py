@@ -148,3 +148,29 @@ def test_models_md_puts_text_to_speech_in_one_table_with_the_real_time_factor():
         "| vits mms-tts | sentence (1 sentence(s)) | 2026-12-03, AMD EPYC, 2 thread(s) | 1 / 1 | 4.6 s "
         "| 1,000 ms (0.219) | 2,000 ms (0.437) | 1,250 ms (0.273) | 0.500 | 0.800 | 9.0e-06 |" in markdown
     )
+
+
+def test_models_md_puts_each_codec_method_beside_eager_and_onnx_runtime():
+    machine = {"date": "2026-12-03T14:00:00+00:00", "processor": "AMD EPYC", "threads": 2}
+    case = {
+        "seconds": 1.0, "method": "decode", "audiodeploy_ms": 300.0, "eager_ms": 450.0, "onnxruntime_ms": 400.0,
+        "ratio": 0.667, "onnxruntime_ratio": 0.75, "difference": "max abs diff 7.00e-04",
+        "onnxruntime_difference": "max abs diff 2.00e-06",
+    }  # fmt: skip
+    older = {key: case[key] for key in ("seconds", "method", "audiodeploy_ms", "eager_ms", "ratio", "difference")}
+    records = [
+        {"benchmark": "codec-methods", "recipe": recipe, "variant": "16khz", "machine": machine,
+         "methods": {"decode": {"delegates": 1}}, "cases": [measured]}
+        for recipe, measured in (("dac", case), ("mimi", older))
+    ]  # fmt: skip
+    markdown = load("generate_models_md").render(records)
+    assert markdown.count("## Codecs, method by method") == 1
+    assert (
+        "| dac 16khz | decode | 1 s | 2026-12-03, AMD EPYC, 2 thread(s) | 1 | 300 ms | 450 ms | 400 ms | 0.667 "
+        "| 0.750 | max abs diff 7.00e-04 | max abs diff 2.00e-06 |" in markdown
+    )
+    # A record from before the ONNX Runtime column renders with dashes there.
+    assert (
+        "| mimi 16khz | decode | 1 s | 2026-12-03, AMD EPYC, 2 thread(s) | 1 | 300 ms | 450 ms | – | 0.667 | – |"
+        in markdown
+    )
