@@ -674,7 +674,7 @@ class _RunRequest:
     overlap: float | None
 
 
-_TTS_OPTIONS = ("--text-file", "--seed", "--noise-scale", "--noise-scale-duration", "--speaking-rate")
+_TTS_OPTIONS = ("--text-file", "--seed", "--noise-scale", "--noise-scale-duration", "--speaking-rate", "--speaker")
 
 
 @dataclass(frozen=True)
@@ -686,10 +686,11 @@ class _SpeechOptions:
     noise_scale: float | None
     noise_scale_duration: float | None
     speaking_rate: float | None
+    speaker: int | None
 
     @property
     def given(self) -> bool:
-        values = (self.text_file, self.noise_scale, self.noise_scale_duration, self.speaking_rate)
+        values = (self.text_file, self.noise_scale, self.noise_scale_duration, self.speaking_rate, self.speaker)
         return self.seed != 0 or any(value is not None for value in values)
 
 
@@ -727,6 +728,9 @@ def run(
     speaking_rate: Annotated[
         float | None, typer.Option(help="Text to speech: the speed; 1.25 speaks a quarter faster.")
     ] = None,
+    speaker: Annotated[
+        int | None, typer.Option(help="Text to speech: which speaker of a voice of several (from 0; `inspect` says).")
+    ] = None,
 ) -> None:
     """Run a .pte on input of any length: a transcript for speech recognizers, the top labels for classifiers,
     a .wav for vocoders, a .npy for feature extractors; a codec encodes audio to codes (.npy) and decodes codes
@@ -758,7 +762,7 @@ def run(
     )
 
     loaded = load(model)
-    speech = _SpeechOptions(text_file, seed, noise_scale, noise_scale_duration, speaking_rate)
+    speech = _SpeechOptions(text_file, seed, noise_scale, noise_scale_duration, speaking_rate, speaker)
     if speech.given and not isinstance(loaded, Synthesizer):
         raise UserError(f"{', '.join(_TTS_OPTIONS)} are for text-to-speech programs; {display(model)} is not one")
     if loaded.description is not None and loaded.description.weights.startswith("synthetic"):
@@ -803,7 +807,7 @@ def _run_speak(loaded: Synthesizer, request: _RunRequest, text: str | None, spee
     else:
         target = _named_output(replace(request, input=Path("speech")), "wav", ".wav", "text to speech")
     assert text is not None  # one of the text and --text-file, checked in run
-    voice = Voice(speech.seed, speech.noise_scale, speech.noise_scale_duration, speech.speaking_rate)
+    voice = Voice(speech.seed, speech.noise_scale, speech.noise_scale_duration, speech.speaking_rate, speech.speaker)
     _print_written(
         loaded.synthesize_to_file(
             text, target, voice, window_seconds=request.window, overlap_seconds=request.overlap, progress=True
@@ -1040,6 +1044,7 @@ def _print_sidecar_summary(model: Path, buffer: bytes, program: Program | None) 
                 f": encode takes {text.min_tokens}-{text.max_tokens} tokens of one sentence ({len(text.front_end.characters)}"
                 f"-token vocabulary, {text.front_end.origin}) and gives the prior and durations; decode speaks "
                 f"{described.input.samples_per_step} samples per frame of latents"
+                + (f"; {text.speakers} speakers (--speaker 0 to {text.speakers - 1})" if text.speakers > 1 else "")
             )
         out.print(f"task: {described.task}{named}", markup=False)
     out.print(_lowering_report(model, sidecar).describe(verbose=_output.verbose()), markup=False)

@@ -17,17 +17,22 @@ Writes benchmarks/results/<recipe>-<variant>-methods.json. Take ratios on an idl
 from __future__ import annotations
 
 import argparse
+import copy
+import io
 import json
+import re
 import statistics
 import time
 from pathlib import Path
+from typing import Any
 
 import torch
 
 import audiodeploy
 from audiodeploy import recipes
 from audiodeploy._files import atomic_write_text
-from audiodeploy.bench.runtimes import OnnxRuntime
+from audiodeploy.bench.errors import BenchError
+from audiodeploy.bench.runtimes import OnnxExport, OnnxRuntime
 from audiodeploy.bench.timing import machine_info, set_threads
 from audiodeploy.recipes.spec import LengthRange
 from audiodeploy.runtime.program import Program
@@ -69,36 +74,89 @@ def main() -> None:
         "cases": [],
     }
     program = Program(lowered.buffer, origin=f"{built.recipe} {built.variant}", trusted=True)
-    onnx = {name: OnnxRuntime(*method, threads) for name, method in built.methods.items()}
-    for session in onnx.values():
-        session.load()
-    record["onnxruntime"] = onnx["encode"].info.label
+    onnx = _OnnxSessions(built, threads)
     for length_seconds in seconds:
         waveform = built.input.random_inputs(built.input.length_for_seconds(length_seconds), seed=1)
         with torch.no_grad():
             codes = built.module(*waveform)
         for method, module, inputs in (("encode", built.module, waveform), ("decode", built.decoder.module, (codes,))):
-            case = _timed(program, method, module, onnx[method], inputs, args.runs)
+            case = _timed(program, method, module, onnx.session(method, module, inputs), inputs, args.runs)
             record["cases"].append({"seconds": length_seconds, "method": method, **case})
+            versus = (
+                f"ONNX Runtime {case['onnxruntime_ms']:.1f} ms ({case['ratio']:.3f}x eager's, "
+                f"{case['onnxruntime_ratio']:.3f}x ONNX Runtime's)"
+                if "onnxruntime_ms" in case
+                else f"no ONNX Runtime ({case['ratio']:.3f}x eager's)"
+            )
             print(
                 f"{method} at {length_seconds:g} s: audiodeploy {case['audiodeploy_ms']:.1f} ms, eager "
-                f"{case['eager_ms']:.1f} ms, ONNX Runtime {case['onnxruntime_ms']:.1f} ms ({case['ratio']:.3f}x "
-                f"eager's, {case['onnxruntime_ratio']:.3f}x ONNX Runtime's); {case['difference']}",
+                f"{case['eager_ms']:.1f} ms, {versus}; {case['difference']}",
                 flush=True,
             )
+    record["onnx_export"] = onnx.how
+    record["onnxruntime"] = onnx.label
     path = RESULTS / f"{built.recipe}-{built.variant}-methods.json"
     atomic_write_text(path, json.dumps(record, indent=2) + "\n")
     print(f"wrote {path}")
 
 
-def _timed(program: Program, method: str, module: torch.nn.Module, onnx: OnnxRuntime, inputs: tuple, runs: int) -> dict:
-    """The three runtimes alternated, a warm-up each first; the medians, their ratios, and how far apart the
-    outputs are."""
-    runners = {
-        "audiodeploy": lambda: program.run(inputs, method)[0],
-        "eager": lambda: module(*inputs),
-        "onnxruntime": lambda: onnx.run(inputs),
-    }
+class _OnnxSessions:
+    """ONNX Runtime on each method's ONNX export: torch.onnx's dynamo exporter once at a dynamic length; where it
+    fails, its TorchScript exporter at each length (which can only help ONNX Runtime); where both fail, none (the
+    reasons kept in `how`)."""
+
+    def __init__(self, built: recipes.BuiltModel, threads: int) -> None:
+        self.threads, self.label = threads, None
+        self.dynamic: dict[str, OnnxRuntime] | None = None
+        self.failures: list[str] = []
+        try:
+            self.dynamic = {name: self._loaded(*method, None) for name, method in built.methods.items()}
+            self.how = "torch.onnx.export(dynamo=True), once, at a dynamic length"
+        except BenchError as error:
+            # Mimi: the dynamo export meets data-dependent sizes (its padding is computed from integer tensors,
+            # which audiodeploy's own export makes constants of), at any length.
+            self.failures.append(f"dynamo: {_reason(str(error))}")
+            self.how = "torch.onnx.export(dynamo=False) at each length (the dynamo export fails)"
+
+    def _loaded(
+        self, module: torch.nn.Module, inputs: tuple, dynamic_shapes: Any, exported: OnnxExport | None
+    ) -> OnnxRuntime:
+        session = OnnxRuntime(module, inputs, dynamic_shapes, self.threads, exported=exported)
+        session.load()
+        self.label = session.info.label
+        return session
+
+    def session(self, method: str, module: torch.nn.Module, inputs: tuple) -> OnnxRuntime | None:
+        if self.dynamic is not None:
+            return self.dynamic[method]
+        buffer = io.BytesIO()
+        start = time.perf_counter()
+        try:
+            with torch.no_grad():
+                # A copy: the TorchScript exporter changes the module it traces (benchmarks/tts.py measured it).
+                torch.onnx.export(copy.deepcopy(module), inputs, buffer, dynamo=False, opset_version=17)
+        except Exception as error:  # torch.onnx raises its own errors and the tracer's
+            self.failures.append(f"TorchScript: {_reason(str(error))}")
+            self.how = "not exported: " + "; ".join(dict.fromkeys(self.failures))
+            return None
+        exported = OnnxExport(buffer.getvalue(), time.perf_counter() - start, ("torch.onnx.export(dynamo=False)",))
+        return self._loaded(module, inputs, None, exported)
+
+
+def _reason(message: str) -> str:
+    """An exporter's failure in one plain line: its first line, without terminal colours or bench's remedy."""
+    plain = re.sub(r"\x1b\[[0-9;]*m", "", message.splitlines()[0] if message else "")
+    return plain.split("; leave onnxruntime")[0]
+
+
+def _timed(
+    program: Program, method: str, module: torch.nn.Module, onnx: OnnxRuntime | None, inputs: tuple, runs: int
+) -> dict:
+    """The runtimes alternated, a warm-up each first; the medians, their ratios, and how far each output is from
+    eager's."""
+    runners = {"audiodeploy": lambda: program.run(inputs, method)[0], "eager": lambda: module(*inputs)}
+    if onnx is not None:
+        runners["onnxruntime"] = lambda: onnx.run(inputs)
     times: dict[str, list[float]] = {name: [] for name in runners}
     outputs: dict[str, torch.Tensor] = {}
     with torch.no_grad():
@@ -108,16 +166,20 @@ def _timed(program: Program, method: str, module: torch.nn.Module, onnx: OnnxRun
                 outputs[name] = runner()
                 if run:
                     times[name].append(time.perf_counter() - start)
-    ours, eager, ort = (statistics.median(times[k]) for k in runners)
-    return {
-        "audiodeploy_ms": ours * 1e3,
-        "eager_ms": eager * 1e3,
-        "onnxruntime_ms": ort * 1e3,
-        "ratio": ours / eager,
-        "onnxruntime_ratio": ours / ort,
+    median = {name: statistics.median(times[name]) for name in runners}
+    case = {
+        "audiodeploy_ms": median["audiodeploy"] * 1e3,
+        "eager_ms": median["eager"] * 1e3,
+        "ratio": median["audiodeploy"] / median["eager"],
         "difference": _difference(outputs["audiodeploy"], outputs["eager"]),
-        "onnxruntime_difference": _difference(outputs["onnxruntime"], outputs["eager"]),
     }
+    if onnx is not None:
+        case |= {
+            "onnxruntime_ms": median["onnxruntime"] * 1e3,
+            "onnxruntime_ratio": median["audiodeploy"] / median["onnxruntime"],
+            "onnxruntime_difference": _difference(outputs["onnxruntime"], outputs["eager"]),
+        }
+    return case
 
 
 def _difference(actual: torch.Tensor, expected: torch.Tensor) -> str:

@@ -390,8 +390,8 @@ def codec_summary(results: list[dict]) -> list[str]:
         "## Codecs, method by method (`python benchmarks/codec_methods.py RECIPE --variant V`)",
         "",
         "A codec's program has an `encode` and a `decode` method, which `audiodeploy bench` does not time yet: each "
-        "method against its eager module and that module's ONNX export (`torch.onnx.export(dynamo=True)`, run as "
-        "`bench` runs ONNX Runtime), alternated, on the same input (decode: the codes eager gives for that audio). "
+        "method against its eager module and that module's ONNX export (`torch.onnx.export(dynamo=True)` at a dynamic "
+        "length, else its TorchScript exporter at each length; run as `bench` runs ONNX Runtime), alternated, on the same input (decode: the codes eager gives for that audio). "
         "The last columns compare each runtime's output with eager's.",
         "",
         "| codec | method | input | measured on | delegates | audiodeploy | eager | ONNX Runtime | ours / eager "
@@ -411,6 +411,10 @@ def codec_summary(results: list[dict]) -> list[str]:
                 f"| {onnx_ms} | {case['ratio']:.3f} | {onnx_ratio} | {case['difference']} "
                 f"| {case.get('onnxruntime_difference', '–')} |"
             )
+    lines.append("")
+    for result in results:
+        if result.get("onnx_export", "").startswith("not exported"):
+            lines.append(f"- {result['recipe']} {result['variant']}: no ONNX Runtime column, {result['onnx_export']}.")
     return lines + [""]
 
 

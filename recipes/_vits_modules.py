@@ -206,9 +206,18 @@ def _reverse_affine(affine: VitsElementwiseAffine, half: torch.Tensor, index: in
     return (half - affine.translate[index]) * torch.exp(-affine.log_scale[index])
 
 
-def _log_durations(predictor: VitsStochasticDurationPredictor, tables: _SplineTables, hidden, noise) -> torch.Tensor:
+def _log_durations(
+    predictor: VitsStochasticDurationPredictor,
+    tables: _SplineTables,
+    hidden: torch.Tensor,
+    noise: torch.Tensor,
+    speaker: torch.Tensor | None,
+) -> torch.Tensor:
     """`VitsStochasticDurationPredictor.forward(reverse=True)` with its noise given: ``[1, 1, n]``."""
-    conditioning = predictor.conv_proj(_dilated_convs(predictor.conv_dds, predictor.conv_pre(hidden), None))
+    states = predictor.conv_pre(hidden)
+    if speaker is not None:
+        states = states + predictor.cond(speaker)
+    conditioning = predictor.conv_proj(_dilated_convs(predictor.conv_dds, states, None))
     # The flows' two channels are held apart: `torch.flip` of two channels swaps them.
     first, second = noise[:, :1], noise[:, 1:]
     flows = list(reversed(predictor.flows))
@@ -220,20 +229,43 @@ def _log_durations(predictor: VitsStochasticDurationPredictor, tables: _SplineTa
     return _reverse_affine(flows[-1], first, 0)
 
 
+class _Speakers(nn.Module):
+    """A voice of several speakers' embedding table; the conditioning ``[1, C, 1]`` of a speaker index ``[1]``, as
+    `VitsModel` gives its flows, duration predictor and decoder. Absent (None) for a single-speaker voice."""
+
+    def __init__(self, model: VitsModel):
+        super().__init__()
+        self.embed_speaker = model.embed_speaker
+
+    def forward(self, speaker_id: torch.Tensor) -> torch.Tensor:
+        return self.embed_speaker(speaker_id)[..., None]
+
+
+def _speakers(model: VitsModel) -> _Speakers | None:
+    return _Speakers(model) if model.config.num_speakers > 1 else None
+
+
+def _conditioning(speakers: _Speakers | None, speaker_id: torch.Tensor | None) -> torch.Tensor | None:
+    if (speakers is None) != (speaker_id is None):
+        raise TypeError("a voice of several speakers takes a speaker index, a voice of one takes none")
+    return None if speakers is None or speaker_id is None else speakers(speaker_id)
+
+
 class VitsTextToDurations(nn.Module):
     """``encode``: token ids ``[1, n]`` int64 and duration noise ``[1, 2, n]`` (unit normal times
-    ``noise_scale_duration``) → prior means ``[1, n, C]``, prior log-variances ``[1, n, C]`` and log-durations
-    ``[1, n]``."""
+    ``noise_scale_duration``), and for a voice of several speakers the speaker's index ``[1]`` int64 → prior means
+    ``[1, n, C]``, prior log-variances ``[1, n, C]`` and log-durations ``[1, n]``."""
 
     def __init__(self, model: VitsModel):
         super().__init__()
         self.text_encoder = model.text_encoder
         self.duration_predictor = model.duration_predictor
+        self.speakers = _speakers(model)
         self.window = model.config.window_size
         self.flow_size = model.config.flow_size
         self.tables = _SplineTables(model.config.duration_predictor_flow_bins)
 
-    def forward(self, input_ids: torch.Tensor, duration_noise: torch.Tensor):
+    def forward(self, input_ids: torch.Tensor, duration_noise: torch.Tensor, speaker_id: torch.Tensor | None = None):
         encoder = self.text_encoder
         length = input_ids.shape[1]
         hidden = encoder.embed_tokens(input_ids) * math.sqrt(encoder.config.hidden_size)
@@ -243,20 +275,26 @@ class VitsTextToDurations(nn.Module):
         statistics = encoder.project(hidden.transpose(1, 2))
         means = statistics[:, : self.flow_size].transpose(1, 2)
         log_variances = statistics[:, self.flow_size :].transpose(1, 2)
-        log_durations = _log_durations(self.duration_predictor, self.tables, hidden.transpose(1, 2), duration_noise)
+        speaker = _conditioning(self.speakers, speaker_id)
+        log_durations = _log_durations(
+            self.duration_predictor, self.tables, hidden.transpose(1, 2), duration_noise, speaker
+        )
         return means, log_variances, log_durations[:, 0]
 
 
 class VitsLatentsToWaveform(nn.Module):
-    """``decode``: prior latents ``[1, frames, C]`` (the expanded prior with its noise) → waveform
-    ``[1, frames * hop]``, through the reverse flow and the HiFi-GAN."""
+    """``decode``: prior latents ``[1, frames, C]`` (the expanded prior with its noise), and for a voice of several
+    speakers the speaker's index ``[1]`` int64 → waveform ``[1, frames * hop]``, through the reverse flow and the
+    HiFi-GAN."""
 
     def __init__(self, model: VitsModel):
         super().__init__()
         self.flow = model.flow
         self.decoder = model.decoder
+        self.speakers = _speakers(model)
 
-    def forward(self, latents: torch.Tensor) -> torch.Tensor:
+    def forward(self, latents: torch.Tensor, speaker_id: torch.Tensor | None = None) -> torch.Tensor:
+        speaker = _conditioning(self.speakers, speaker_id)
         latents = latents.transpose(1, 2)
         mask = torch.ones_like(latents[:, :1])
-        return self.decoder(self.flow(latents, mask, None, reverse=True))[:, 0]
+        return self.decoder(self.flow(latents, mask, speaker, reverse=True), speaker)[:, 0]

@@ -18,7 +18,7 @@ import difflib
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Mapping
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Generic, TypeVar
+from typing import TYPE_CHECKING, Generic, Literal, TypeVar
 
 from audiodeploy.program.mel import Fbank, MelSpectrogram
 from audiodeploy.program.vocabulary import CtcVocabulary
@@ -69,7 +69,9 @@ class Recipe(ABC, Generic[ArchitectureT]):
     """Libraries the model can be built from, e.g. ("transformers", "torchaudio")."""
     variants: tuple[Variant[ArchitectureT], ...]
     sample_rate: int
-    input_kind: InputKind
+    input_kind: InputKind | Literal["text"]
+    """What the user gives the program: its input's kind, or "text" for text to speech (whose methods take token ids
+    and latents the runtime makes from the text)."""
     output: OutputSpec
     default_length_range: LengthRange
     """The range of input durations exported when the user does not give one."""

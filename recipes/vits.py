@@ -4,7 +4,9 @@ speech), cut where the number of frames starts to depend on the predicted durati
 them the host repeats each token's prior for its frames and draws the latents (`audiodeploy.program.tts`).
 
 The weight norm of the flow's WaveNet layers is live in transformers (its checkpoints keep ``weight_g`` and
-``weight_v``) and is folded into delegated constants, as the HiFi-GAN decoder's would be.
+``weight_v``) and is folded into delegated constants, as the HiFi-GAN decoder's would be. A voice of several speakers
+(``num_speakers`` > 1, as VCTK's) conditions the duration predictor, the flow and the decoder on a speaker embedding:
+both methods then take the speaker's index as their last input.
 """
 
 from __future__ import annotations
@@ -115,7 +117,7 @@ class VitsRecipe(Recipe[VitsArchitecture]):
         tiny_variant("tiny", MMS_TTS, "test size of 'mms-tts': one layer, 32 channels, one spline flow"),
     )
     sample_rate = 16_000
-    input_kind = "latents"
+    input_kind = "text"
     output = SPEECH_OUTPUT
     default_length_range = LengthRange(0.03, 20.0)
     """Seconds of speech per run of ``decode``: a longer sentence is decoded in windows, a shorter one padded (from
@@ -156,11 +158,6 @@ class VitsRecipe(Recipe[VitsArchitecture]):
         else:
             front_end = _checkpoint_front_end(request.weights)
         config = model.config
-        if config.num_speakers > 1:
-            raise WeightsError(
-                f"weights '{request.weights}' are a voice of {config.num_speakers} speakers; audiodeploy's vits "
-                "recipe takes single-speaker voices (MMS-TTS, Piper)"
-            )
         if len(front_end.characters) > config.vocab_size:
             raise WeightsError(
                 f"weights '{request.weights}': vocab.json has {len(front_end.characters)} tokens, the model embeds "
@@ -175,6 +172,15 @@ class VitsRecipe(Recipe[VitsArchitecture]):
         token_ids = torch.randint(0, len(front_end.characters), (1, tokens), generator=generator)
         noise = torch.randn(1, 2, tokens, generator=generator) * config.noise_scale_duration
         count = Dim("tokens", min=_MIN_TOKENS, max=_MAX_TOKENS)
+        # A voice of several speakers: both methods take the speaker's index last (the example's: the last one).
+        speaker: tuple[torch.Tensor, ...] = ()
+        if config.num_speakers > 1:
+            speaker = (torch.tensor([config.num_speakers - 1]),)
+            built = replace(
+                built,
+                example_inputs=built.example_inputs + speaker,
+                dynamic_shapes=(*built.dynamic_shapes, {}),
+            )
         text = TextToSpeech(
             front_end=front_end,
             min_tokens=_MIN_TOKENS,
@@ -183,11 +189,12 @@ class VitsRecipe(Recipe[VitsArchitecture]):
             noise_scale=float(config.noise_scale),
             noise_scale_duration=float(config.noise_scale_duration),
             speaking_rate=float(config.speaking_rate),
+            speakers=int(config.num_speakers),
         )
         encoder = BuiltTextEncoder(
             module=VitsTextToDurations(model).eval(),
-            example_inputs=(token_ids, noise),
-            dynamic_shapes=({1: count}, {2: count}),
+            example_inputs=(token_ids, noise, *speaker),
+            dynamic_shapes=({1: count}, {2: count}, *({} for _ in speaker)),
             text=text,
         )
         return replace(built, text_encoder=encoder)

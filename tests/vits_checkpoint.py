@@ -13,8 +13,8 @@ CHARACTERS = ("k", "'", "|", "t", "m", "d", "z", "e", "x", "r", "y", "3", "c", "
 CHARACTERS += ("f", "l", "n", "0", "b", "i", "a", "2", "4", "v", "_", "o", "s", "p", "j", "5", "6", "g")
 
 
-def write_vits_checkpoint(directory: Path, *, phonemize: bool = False) -> Path:
-    """A tiny single-speaker VITS voice in `directory`: config.json, model.safetensors, vocab.json and
+def write_vits_checkpoint(directory: Path, *, phonemize: bool = False, speakers: int = 1) -> Path:
+    """A tiny VITS voice of `speakers` speakers in `directory`: config.json, model.safetensors, vocab.json and
     tokenizer_config.json."""
     from transformers import VitsConfig, VitsModel, VitsTokenizer
 
@@ -36,6 +36,8 @@ def write_vits_checkpoint(directory: Path, *, phonemize: bool = False) -> Path:
         duration_predictor_filter_channels=32,
         duration_predictor_num_flows=2,
         depth_separable_num_layers=2,
+        num_speakers=speakers,
+        speaker_embedding_size=16 if speakers > 1 else 0,
     )
     model = VitsModel(config).eval()
     with torch.no_grad():

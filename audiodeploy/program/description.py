@@ -207,16 +207,17 @@ class ProgramDescription(Record):
     def _check_text_encoder(self, inputs: Sequence[TensorShape], outputs: Sequence[TensorShape], origin: str) -> None:
         assert self.text is not None
         tokens, flow = self.text.max_tokens, self.text.flow_size
-        expected = [("int64", (1, tokens)), ("float32", (1, 2, tokens))]
+        expected = [("int64", (1, tokens)), ("float32", (1, 2, tokens))] + [("int64", (1,))] * self.text.speaker_inputs
         declared = [(str(i.dtype), tuple(i.sizes)) for i in inputs]
-        if len(declared) != 2 or any(
+        if len(declared) != len(expected) or any(
             dtype not in shown or sizes != shape for (dtype, sizes), (shown, shape) in zip(expected, declared)
         ):
             shown = ", ".join(f"{dtype} at most {list(sizes)}" for dtype, sizes in declared)
+            speaker = " and an int64 [1] speaker index" if self.text.speaker_inputs else ""
             raise _mismatch(
                 origin,
-                f"its encode method takes {shown}, the sidecar describes int64 [1, {tokens}] token ids and float32 "
-                f"[1, 2, {tokens}] duration noise",
+                f"its encode method takes {shown}, the sidecar describes int64 [1, {tokens}] token ids, float32 "
+                f"[1, 2, {tokens}] duration noise{speaker}",
             )
         gives = [tuple(o.sizes) for o in outputs]
         if gives != [(1, tokens, flow), (1, tokens, flow), (1, tokens)]:
@@ -243,8 +244,14 @@ class ProgramDescription(Record):
         def mismatch(what: str) -> DescriptionError:
             return _mismatch(origin, what)
 
-        if len(inputs) != 1:
-            raise mismatch(f"the program takes {len(inputs)} inputs, the sidecar describes 1")
+        speaker_inputs = self.text.speaker_inputs if self.text is not None else 0
+        if len(inputs) != 1 + speaker_inputs:
+            raise mismatch(f"the program takes {len(inputs)} inputs, the sidecar describes {1 + speaker_inputs}")
+        if speaker_inputs and ("int64" not in str(inputs[1].dtype) or tuple(inputs[1].sizes) != (1,)):
+            raise mismatch(
+                f"the program's second input is {inputs[1].dtype} {list(inputs[1].sizes)}, the sidecar "
+                "describes an int64 [1] speaker index"
+            )
         declared = inputs[0]
         if "float32" not in str(declared.dtype):
             raise mismatch(f"the program's input is {declared.dtype}, the sidecar describes float32")

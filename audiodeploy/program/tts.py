@@ -105,16 +105,26 @@ class TextToSpeech(Record):
     speaking_rate: float
     """The checkpoint's defaults (transformers' `VitsConfig`): the standard deviation of the latents' and of the
     durations' noise, and the speed (durations are divided by it)."""
+    speakers: int = 1
+    """The voices the checkpoint holds. With more than one, both methods take the speaker's index (int64 ``[1]``,
+    from 0) as their last input."""
     max_abs_diff_vs_eager: float | None = None
     """``encode``'s largest absolute difference from eager on the example tokens; None where nothing was compared."""
 
     def __post_init__(self) -> None:
+        if self.speakers < 1:
+            raise ValueError("field 'speakers' should be at least 1")
         if not 1 <= self.min_tokens <= self.max_tokens:
             raise ValueError("fields 'min_tokens' and 'max_tokens' should give a range of at least one token")
         if self.flow_size < 1:
             raise ValueError("field 'flow_size' should be at least 1")
         if self.speaking_rate <= 0 or self.noise_scale < 0 or self.noise_scale_duration < 0:
             raise ValueError("a positive 'speaking_rate' and noise scales of at least 0, please")
+
+    @property
+    def speaker_inputs(self) -> int:
+        """How many speaker inputs each method takes after its own: 1 for a voice of several speakers, else 0."""
+        return int(self.speakers > 1)
 
 
 class TorchNormal:

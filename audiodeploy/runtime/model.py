@@ -233,10 +233,11 @@ class _Windowed(Model):
                 bar.advance(task)
                 bar.refresh()
 
-    def _run_window(self, batch: np.ndarray) -> np.ndarray:
+    def _run_window(self, batch: np.ndarray, after: tuple[np.ndarray, ...] = ()) -> np.ndarray:
+        """The method on one window, `after` its further inputs (a speaker's index)."""
         import torch
 
-        output = self.program.run((torch.from_numpy(batch),), self.method)[0]
+        output = self.program.run(tuple(torch.from_numpy(a) for a in (batch, *after)), self.method)[0]
         result = output.detach().numpy()
         if not np.isfinite(result).all():
             raise AudioInputError(
@@ -566,8 +567,10 @@ class Vocoder(_Windowed):
         overlap_seconds: float | None,
         progress: bool,
         emit: Callable[[np.ndarray], None],
+        after: tuple[np.ndarray, ...] = (),
     ) -> int:
-        """Vocode `source` window by window, handing the kept samples to `emit` in order; the window count."""
+        """Vocode `source` window by window, handing the kept samples to `emit` in order; the window count. `after`:
+        the method's further inputs, the same for every window."""
         spec = self.spec
         hop = spec.samples_per_step
         mel, close = self._mel_source(source, sample_rate)
@@ -577,7 +580,7 @@ class Vocoder(_Windowed):
                 batch = np.zeros(spec.shape(window.units), dtype=self.frame_dtype)
                 frames = mel.read(window.start, window.start + window.valid)
                 batch[0, : frames.shape[0]] = frames
-                waveform = self._run_window(batch).reshape(-1)
+                waveform = self._run_window(batch, after).reshape(-1)
                 if waveform.size < window.keep_stop * hop:
                     raise AudioInputError(
                         f"{self.program.origin}: the program gave {waveform.size} samples for {window.units} frames, "
@@ -757,6 +760,8 @@ class Voice:
     """The durations' noise; 0 gives each token its most likely duration."""
     speaking_rate: float | None = None
     """Durations are divided by it: 1.25 speaks a quarter faster."""
+    speaker: int | None = None
+    """Which of a voice's speakers speaks (from 0); None: the first. A voice of one speaker takes none or 0."""
 
     def __post_init__(self) -> None:
         rate = self.speaking_rate
@@ -768,6 +773,18 @@ class Voice:
                 raise TextError(f"a {name.replace('_', ' ')} of {scale} is not a scale; give a number of at least 0")
         if not 0 <= self.seed < 2**32:
             raise TextError(f"seed {self.seed} is outside 0 .. 4294967295; give a seed in that range")
+        if self.speaker is not None and self.speaker < 0:
+            raise TextError(f"speaker {self.speaker} is not a speaker's index; give 0 or more")
+
+    def speaker_inputs(self, text: TextToSpeech) -> tuple[np.ndarray, ...]:
+        """What each method takes after its own inputs: the speaker's index for a voice of several speakers."""
+        speaker = self.speaker or 0
+        if speaker >= text.speakers:
+            voices = (
+                "one speaker: leave the speaker out" if text.speakers == 1 else f"speakers 0 to {text.speakers - 1}"
+            )
+            raise TextError(f"speaker {speaker} is not in this voice, which has {voices}")
+        return (np.array([speaker], dtype=np.int64),) * text.speaker_inputs
 
     def settings(self, text: TextToSpeech) -> tuple[float, ...]:
         """The noise scale, the durations' noise scale and the speaking rate: the voice's, else the checkpoint's."""
@@ -813,7 +830,8 @@ class Synthesizer(Vocoder):
         ids = self.token_ids(sentence)
         noise_scale, scale_duration, rate = voice.settings(text)
         duration_noise = normal.randn(2 * ids.size).reshape(1, 2, ids.size) * np.float32(scale_duration)
-        inputs = (torch.from_numpy(ids[None]), torch.from_numpy(duration_noise))
+        speaker = voice.speaker_inputs(text)
+        inputs = tuple(torch.from_numpy(a) for a in (ids[None], duration_noise, *speaker))
         means, log_variances, log_durations = (o.detach().numpy() for o in self.program.run(inputs, ENCODE_METHOD))
         durations = frame_durations(log_durations[0], rate)
         frames = int(durations.sum())
@@ -835,6 +853,7 @@ class Synthesizer(Vocoder):
     ) -> int:
         """Speak `text` sentence by sentence, handing the samples to `emit` in order; the window count."""
         normal = TorchNormal(voice.seed)
+        after = voice.speaker_inputs(self.text)  # checked before any sentence is spoken
         windows = spoken = 0
         for sentence in sentences(text):
             try:
@@ -843,7 +862,7 @@ class Synthesizer(Vocoder):
                 if self.text.front_end.normalized(sentence):
                     raise
                 continue  # nothing the voice can say (punctuation, another script): as the tokenizer, silence
-            windows += self._vocode(latents, None, window_seconds, overlap_seconds, progress, emit)
+            windows += self._vocode(latents, None, window_seconds, overlap_seconds, progress, emit, after)
             spoken += 1
         if not spoken:
             raise TextError(

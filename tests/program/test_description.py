@@ -197,10 +197,28 @@ def test_a_text_to_speech_description_checks_both_methods(tmp_path):
         description.check_program(DeclaredProgram(other_prior), "m.pte")
 
 
+def test_a_voice_of_several_speakers_takes_a_speaker_index_in_both_methods(tmp_path):
+    content = tts_model_dict()
+    content["text"]["speakers"] = 4
+    description = read_sidecar(write_sidecar(tmp_path, content)).description
+    speaker = Declared("torch.int64", (1,))
+    (encode_in, encode_out), (decode_in, decode_out) = TTS_PROGRAM["encode"], TTS_PROGRAM["decode"]
+    voices = {"encode": (encode_in + [speaker], encode_out), "decode": (decode_in + [speaker], decode_out)}
+    description.check_program(DeclaredProgram(voices), "m.pte")
+    with pytest.raises(DescriptionError, match="and an int64 \\[1\\] speaker index"):
+        description.check_program(DeclaredProgram({**voices, "encode": TTS_PROGRAM["encode"]}), "m.pte")
+    with pytest.raises(DescriptionError, match="the sidecar describes 2"):
+        description.check_program(DeclaredProgram({**voices, "decode": TTS_PROGRAM["decode"]}), "m.pte")
+    float_speaker = {**voices, "decode": (decode_in + [Declared("torch.float32", (1,))], decode_out)}
+    with pytest.raises(DescriptionError, match="an int64 \\[1\\] speaker index"):
+        description.check_program(DeclaredProgram(float_speaker), "m.pte")
+
+
 @pytest.mark.parametrize(
     "edit, words",
     [
         (lambda m: m.pop("text"), "field 'text' is for text-to-speech programs"),
+        (lambda m: m["text"].update(speakers=0), "speakers"),
         (lambda m: m["text"].update(flow_size=16), "text.flow_size"),
         (lambda m: m["text"]["front_end"].update(characters=[]), "distinct tokens"),
     ],

@@ -10,6 +10,7 @@ import pytest
 import soundfile
 import torch
 
+import audiodeploy
 from audiodeploy import recipes, runtime
 from audiodeploy.recipes._vits_modules import VitsLatentsToWaveform, VitsTextToDurations
 from audiodeploy.recipes.errors import WeightsError
@@ -55,6 +56,38 @@ def test_decode_wrapper_is_the_reverse_flow_and_the_hifigan(voice):
     torch.testing.assert_close(actual, expected, rtol=0, atol=1e-6)
 
 
+def test_both_wrappers_condition_on_the_speaker_of_a_voice_of_several(tmp_path):
+    from transformers import VitsModel
+
+    model = VitsModel.from_pretrained(write_vits_checkpoint(tmp_path, speakers=4)).eval()
+    ids = torch.randint(1, model.config.vocab_size, (1, 23))
+    mask = torch.ones(1, 1, 23)
+    latents = torch.randn(1, 30, model.config.flow_size)
+    encode, decode = VitsTextToDurations(model), VitsLatentsToWaveform(model)
+    spoken = []
+    for speaker in (0, 3):
+        speaker_id = torch.tensor([speaker])
+        with torch.no_grad():
+            embedding = model.embed_speaker(speaker_id).unsqueeze(-1)
+            hidden = model.text_encoder(input_ids=ids, padding_mask=mask.transpose(1, 2)).last_hidden_state
+            torch.manual_seed(5)
+            noise = torch.randn(1, 2, 23) * 0.8
+            torch.manual_seed(5)
+            log_durations = model.duration_predictor(
+                hidden.transpose(1, 2), mask, embedding, reverse=True, noise_scale=0.8
+            )
+            flowed = model.flow(latents.transpose(1, 2), torch.ones(1, 1, 30), embedding, reverse=True)
+            expected = model.decoder(flowed, embedding)[:, 0]
+            durations = encode(ids, noise, speaker_id)[2]
+            actual = decode(latents, speaker_id)
+        torch.testing.assert_close(durations, log_durations[:, 0], rtol=1e-5, atol=1e-5)
+        torch.testing.assert_close(actual, expected, rtol=0, atol=1e-6)
+        spoken.append(actual)
+    assert not torch.allclose(spoken[0], spoken[1])  # the speaker changes the voice
+    with pytest.raises(TypeError, match="speaker index"):
+        decode(latents)
+
+
 def test_program_speaks_what_eager_vits_model_speaks_for_the_same_seed(tts_model):
     from transformers import VitsModel, VitsTokenizer
 
@@ -73,6 +106,40 @@ def test_program_speaks_what_eager_vits_model_speaks_for_the_same_seed(tts_model
         assert spoken.samples.shape == expected.shape
         assert float(expected.std()) > 0.05  # speech-like amplitude, not silence
         torch.testing.assert_close(spoken.samples, expected, rtol=0, atol=1e-4)
+
+
+def test_a_voice_of_several_speakers_speaks_as_eager_vits_model_for_each_speaker(tmp_path):
+    """Lowered in this process (no command line to start): both methods take the speaker's index last."""
+    from transformers import VitsModel, VitsTokenizer
+
+    from audiodeploy._files import atomic_write_files
+    from audiodeploy.program.description import sidecar_content, sidecar_path
+
+    checkpoint = write_vits_checkpoint(tmp_path / "voices", speakers=3)
+    built = recipes.get("vits").build(weights=str(checkpoint), length_range=recipes.LengthRange(0.03, 2.0))
+    assert built.text_encoder is not None and built.text_encoder.text.speakers == 3
+    lowered = audiodeploy.lower({name: audiodeploy.Method(*method) for name, method in built.methods.items()})
+    assert {name: m.delegates for name, m in lowered.report.methods.items()} == {"encode": 1, "decode": 1}
+    path = tmp_path / "voices.pte"
+    atomic_write_files(
+        {
+            path: lowered.buffer,
+            sidecar_path(path): sidecar_content(path, lowered.buffer, built.describe(), lowered.report.to_dict()),
+        }
+    )
+    synthesizer = runtime.load(path)
+    model = VitsModel.from_pretrained(checkpoint).eval()
+    tokenizer = VitsTokenizer.from_pretrained(checkpoint)
+    text = "Each speaker says this."
+    for speaker in (0, 2):
+        torch.manual_seed(7)
+        with torch.no_grad():
+            expected = model(tokenizer(text, return_tensors="pt").input_ids, speaker_id=speaker).waveform[0]
+        spoken = synthesizer.synthesize(text, runtime.Voice(seed=7, speaker=speaker))
+        assert spoken.samples.shape == expected.shape
+        torch.testing.assert_close(spoken.samples, expected, rtol=0, atol=1e-4)
+    with pytest.raises(runtime.TextError, match="speaker 3 is not in this voice, which has speakers 0 to 2"):
+        synthesizer.synthesize(text, runtime.Voice(speaker=3))
 
 
 def test_sentences_stream_to_the_file_one_after_another(tts_model, tmp_path):
