@@ -85,7 +85,6 @@ class CodecRecipe(Recipe[ArchitectureT]):
         default."""
 
     def _build(self, request: BuildRequest[ArchitectureT]) -> BuiltModel:
-
         model_class = transformers_class(self.transformers_model_class_name)
         model, provenance = synthetic_or_loaded(
             request,

@@ -134,7 +134,6 @@ class VocoderRecipe(Recipe[ArchitectureT]):
         """Raise `WeightsError` when `variant` cannot take loaded weights."""
 
     def _build(self, request: BuildRequest[ArchitectureT]) -> BuiltModel:
-
         architecture = request.variant.architecture
         model_class = self.transformers_model_class
         if request.weights is not None:
