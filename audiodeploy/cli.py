@@ -995,10 +995,14 @@ def _read_program(model: Path) -> bytes:
 
 
 def _print_methods(model: Path, buffer: bytes, program: Program | None) -> None:
-    from audiodeploy.runtime.inspection import describe_program
+    from audiodeploy.runtime.inspection import ProgramFormatError, describe_program
 
+    try:
+        methods = describe_program(buffer)
+    except ProgramFormatError as error:
+        raise UserError(f"{display(model)}: {error}") from None
     out.print(f"{display(model)}: {len(buffer) / 2**20:.2f} MiB", markup=False)
-    for method in describe_program(buffer):
+    for method in methods:
         outside = ", ".join(f"{op} x{n}" for op, n in method.kernels.items()) or "none"
         out.print(
             f"method {method.name}: {method.delegates} delegate call(s) {method.backends}; kernels outside: {outside}",
@@ -1083,6 +1087,17 @@ def bench(
         list[float] | None,
         typer.Option(help="Audio duration to measure at; repeat for several lengths. Default: 1 s."),
     ] = None,
+    min_seconds: Annotated[
+        float | None,
+        typer.Option(
+            help="Shortest input a recipe's program takes, as export's (equal to --max-seconds: one fixed length). "
+            "Default: the recipe's, or the shortest --seconds."
+        ),
+    ] = None,
+    max_seconds: Annotated[
+        float | None,
+        typer.Option(help="Longest input a recipe's program takes. Default: the recipe's, or the longest --seconds."),
+    ] = None,
     compare: Annotated[
         str | None,
         typer.Option(
@@ -1145,6 +1160,8 @@ def bench(
         source=source,
         weights=weights,
         seconds=tuple(seconds) if seconds else None,
+        min_seconds=min_seconds,
+        max_seconds=max_seconds,
         compare=parse_compare(compare),
         runs=runs,
         warmup=warmup,

@@ -5,12 +5,23 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import torch
+
+from audiodeploy.program.tts import TextFrontEnd, TextToSpeech
 
 # An MMS-TTS-like character vocabulary: id 0 (the blank the tokenizer intersperses) is a letter, as in MMS-TTS.
 CHARACTERS = ("k", "'", "|", "t", "m", "d", "z", "e", "x", "r", "y", "3", "c", "w", "-", "1", "q", "u", "h", " ")
 CHARACTERS += ("f", "l", "n", "0", "b", "i", "a", "2", "4", "v", "_", "o", "s", "p", "j", "5", "6", "g")
+
+
+def text_to_speech(characters: tuple[str, ...] = ("_", "a", "b"), **changes: Any) -> TextToSpeech:
+    """A sidecar's ``model.text`` with transformers' `VitsConfig` defaults, for tests of the host's part alone."""
+    front_end = TextFrontEnd(characters=characters, lowercase=True, add_blank=True, origin="the test's vocabulary")
+    fields: dict[str, Any] = {"min_tokens": 2, "max_tokens": 9, "flow_size": 32, "noise_scale": 0.667}
+    fields |= {"noise_scale_duration": 0.8, "speaking_rate": 1.0}
+    return TextToSpeech(front_end=front_end, **(fields | changes))
 
 
 def write_vits_checkpoint(directory: Path, *, phonemize: bool = False, speakers: int = 1) -> Path:

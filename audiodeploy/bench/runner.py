@@ -60,7 +60,7 @@ from audiodeploy.runtime.profile import Profile, sgemm_gflops
 
 if TYPE_CHECKING:
     from audiodeploy.recipes.registry import Recipe
-    from audiodeploy.recipes.spec import BuiltModel
+    from audiodeploy.recipes.spec import BuiltModel, LengthRange
 
 Log = Callable[[str], None]
 
@@ -78,6 +78,10 @@ class BenchRequest:
     weights: str | None = None
     seconds: tuple[float, ...] | None = None
     """Audio durations to measure at; default one second (a .pte on the phone: its upper bound)."""
+    min_seconds: float | None = None
+    max_seconds: float | None = None
+    """A recipe's program takes inputs of these durations, as ``export --min-seconds/--max-seconds`` writes it (equal:
+    one fixed length); a bound not given is the recipe's, widened to every length measured."""
     compare: tuple[str, ...] = ()
     runs: int = 10
     warmup: int = 2
@@ -201,6 +205,10 @@ def check(request: BenchRequest) -> None:
             )
         if any(v is not None for v in (request.variant, request.source, request.weights)):
             raise BenchError("--variant, --source and --weights apply to recipes, not to a .pte")
+    if (request.min_seconds, request.max_seconds) != (None, None) and (
+        is_pte_target(request.target) or request.target == pos_conv.TARGET
+    ):
+        raise BenchError("--min-seconds and --max-seconds set the length range of a recipe's program; drop them")
     if kind != "adb" and request.runner is not None:
         raise BenchError("--runner is for --device adb")
     if request.profile and kind != "local":
@@ -243,6 +251,30 @@ def _check_recipe_target(request: BenchRequest) -> None:
         )
     if "audiodeploy-int8" in request.compare:
         recipe.check_int8_scheme(int8_scheme(recipe.int8_schemes))  # a one-line RecipeError for UnivNet
+    length_range = _length_range(recipe, request)
+    outside = [s for s in _seconds(request) if not length_range.min_seconds <= s <= length_range.max_seconds]
+    if outside:
+        raise BenchError(
+            f"--seconds {', '.join(f'{s:g}' for s in outside)}: outside the program's {length_range}; measure inside "
+            "it or widen --min-seconds/--max-seconds"
+        )
+
+
+def _length_range(recipe: Recipe[Any], request: BenchRequest) -> LengthRange:
+    """The input durations the recipe's program takes: the bounds given, else the recipe's default range widened to
+    every length measured (the program a user gets from `audiodeploy export`)."""
+    from audiodeploy.recipes.spec import LengthRange
+
+    seconds = _seconds(request)
+    default = recipe.default_length_range
+    low = min(default.min_seconds, seconds[0]) if request.min_seconds is None else request.min_seconds
+    high = max(default.max_seconds, seconds[-1]) if request.max_seconds is None else request.max_seconds
+    if not 0 < low <= high or not math.isfinite(high):
+        raise BenchError(
+            f"--min-seconds {low:g} --max-seconds {high:g} make no range of durations: give 0 < min <= max (a bound "
+            "not given is the recipe's)"
+        )
+    return LengthRange(low, high)
 
 
 _OFF_DEVICE = ("eager", "onnxruntime", "onnxruntime-int8")
@@ -313,6 +345,10 @@ def _recipe_cases(
     from audiodeploy import recipes
 
     recipe = recipes.get(request.target)
+    if transport.programs_per_length and (request.min_seconds, request.max_seconds) != (None, None):
+        raise BenchError(
+            f"--device {request.device} lowers one program per length measured: drop --min-seconds/--max-seconds"
+        )
     built = _build(recipe, request, log)
     target = BenchTarget(
         kind="recipe",
@@ -340,16 +376,15 @@ def _recipe_cases(
 
 
 def _build(recipe: Recipe[Any], request: BenchRequest, log: Log) -> BuiltModel:
-    """The program a user gets from `audiodeploy export`, its length range widened to every length measured."""
-    from audiodeploy.recipes.spec import LengthRange
-
+    """The program a user gets from `audiodeploy export`, over `_length_range`."""
     variant = recipe.variant(request.variant).name
-    seconds = _seconds(request)
-    default = recipe.default_length_range
-    length_range = LengthRange(min(default.min_seconds, seconds[0]), max(default.max_seconds, seconds[-1]))
     log(f"building {recipe.name} {variant}")
     return recipe.build(
-        variant=variant, source=request.source, weights=request.weights, seed=request.seed, length_range=length_range
+        variant=variant,
+        source=request.source,
+        weights=request.weights,
+        seed=request.seed,
+        length_range=_length_range(recipe, request),
     )
 
 

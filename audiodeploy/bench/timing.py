@@ -137,16 +137,15 @@ def set_threads(threads: int | None) -> int:
     Call it before any program is loaded: the threadpool is reset only then.
     """
     import torch
-    from executorch.extension.pybindings import portable_lib
 
-    from audiodeploy.runtime.program import runtime_log
+    from audiodeploy.runtime.program import runtime_log, set_threadpool_size, threadpool_size
 
     with runtime_log():  # the threadpool's first use logs what it read of the CPU
-        et_threads = portable_lib._threadpool_get_thread_count()
+        et_threads = threadpool_size()
         threads = threads or et_threads
         torch.set_num_threads(threads)
         if et_threads != threads:
-            portable_lib._unsafe_reset_threadpool(threads)
+            set_threadpool_size(threads)
     return threads
 
 

@@ -57,6 +57,8 @@ __all__ = [
     "cache_dir",
     "mark_verified",
     "runtime_log",
+    "set_threadpool_size",
+    "threadpool_size",
 ]
 
 
@@ -71,6 +73,16 @@ def _runtime() -> Any:
     import executorch.extension.pybindings._C as extension
 
     return extension
+
+
+def threadpool_size() -> int:
+    """The threads of ExecuTorch's threadpool (by default one per performant core)."""
+    return int(_runtime()._threadpool_get_thread_count())
+
+
+def set_threadpool_size(threads: int) -> None:
+    """Resize ExecuTorch's threadpool: only before a program is loaded (the extension calls this "unsafe")."""
+    _runtime()._unsafe_reset_threadpool(threads)
 
 
 class _Loaded:

@@ -33,6 +33,9 @@ def test_compare_names_are_checked_and_put_in_order():
         (BenchRequest("missing.pte"), "missing.pte: no such file"),
         (BenchRequest("wav2vec2", device="native", profile=True), "--profile reads ExecuTorch's event trace"),
         (BenchRequest("pos-conv", profile=True), "--profile is for a recipe or a .pte"),
+        (BenchRequest("wav2vec2", seconds=(1.0, 3.0), max_seconds=2.0), "--seconds 3: outside the program's 1-2 s"),
+        (BenchRequest("wav2vec2", min_seconds=3.0, max_seconds=2.0), "--min-seconds 3 --max-seconds 2 make no range"),
+        (BenchRequest("pos-conv", min_seconds=1.0), "--min-seconds and --max-seconds set the length range of a recipe"),
     ],
 )
 def test_mistakes_are_found_before_anything_is_built(request_, message):

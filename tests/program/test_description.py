@@ -147,19 +147,10 @@ def test_a_description_that_does_not_fit_the_program_is_refused(tmp_path, inputs
 
 def tts_model_dict() -> dict:
     from audiodeploy.program.spec import SPEECH_OUTPUT
-    from audiodeploy.program.tts import TextFrontEnd, TextToSpeech
+    from tests.vits_checkpoint import text_to_speech
 
     latents = InputSpec("latents", ("batch", "frames", "channels"), 16_000, 256, 1, 2, 1250, 32)
-    front_end = TextFrontEnd(characters=("_", "a", "b"), lowercase=True, add_blank=True, origin="test")
-    text = TextToSpeech(
-        front_end=front_end,
-        min_tokens=2,
-        max_tokens=9,
-        flow_size=32,
-        noise_scale=0.667,
-        noise_scale_duration=0.8,
-        speaking_rate=1.0,
-    )
+    text = text_to_speech()
     return {
         **model_dict("vocoder"),
         "recipe": "vits",

@@ -16,7 +16,7 @@ from audiodeploy.program.tts import (
     prior_latents,
     sentences,
 )
-from tests.vits_checkpoint import CHARACTERS
+from tests.vits_checkpoint import CHARACTERS, text_to_speech
 
 
 @pytest.mark.parametrize("seed", [0, 555, 2**32 - 1])
@@ -116,16 +116,7 @@ def test_sentences_are_cut_after_their_end_and_at_blank_lines():
 
 
 def test_text_to_speech_record_round_trips_and_checks_itself():
-    text = TextToSpeech(
-        front_end=FRONT_END,
-        min_tokens=2,
-        max_tokens=599,
-        flow_size=32,
-        noise_scale=0.667,
-        noise_scale_duration=0.8,
-        speaking_rate=1.0,
-        max_abs_diff_vs_eager=1e-6,
-    )
+    text = text_to_speech(CHARACTERS, max_tokens=599, max_abs_diff_vs_eager=1e-6)
     assert TextToSpeech.from_dict(text.to_dict()) == text
     with pytest.raises(ValueError, match="min_tokens"):
         TextToSpeech.from_dict({**text.to_dict(), "min_tokens": 0})

@@ -363,3 +363,16 @@ def test_audiodeploy_run_prints_the_transcript_of_a_filterbank_program(fbank_ctc
     result = audiodeploy("run", str(fbank_ctc[0]), str(wav))
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == runtime.load(fbank_ctc[0]).transcribe(wav).text.strip()
+
+
+@pytest.mark.parametrize(
+    "speakers, speaker, words",
+    [(1, 1, "one speaker: leave the speaker out"), (3, 3, "which has speakers 0 to 2"), (3, -1, "not a speaker's")],
+)
+def test_a_voice_names_the_speakers_its_program_has(speakers, speaker, words):
+    from tests.vits_checkpoint import text_to_speech
+
+    text = text_to_speech(speakers=speakers)
+    assert [a.tolist() for a in runtime.Voice().speaker_inputs(text)] == ([] if speakers == 1 else [[0]])
+    with pytest.raises(runtime.TextError, match=words):
+        runtime.Voice(speaker=speaker).speaker_inputs(text)
