@@ -52,9 +52,9 @@ def codec_model() -> Path:
 @pytest.fixture(scope="session")
 def tts_model() -> Path:
     """The vits recipe from a tiny voice of three speakers this run writes (`tests.vits_checkpoint`, in
-    ``checkpoint/`` beside the program), exported as a user would: ``export vits --weights DIR``. Several speakers:
-    both methods then take the speaker's index too, what a voice of one speaker lowers and more (one lowering of a
-    voice is 70 s of CPU here)."""
+    ``checkpoint/`` beside the program), exported as a user would: ``export vits --weights DIR``. Several speakers,
+    so that both methods also take the speaker's index: one voice covers what a one-speaker voice lowers and the
+    speaker's conditioning (a voice's lowering is 70 s of CPU here)."""
 
     def export(folder: Path) -> None:
         checkpoint = write_vits_checkpoint(folder / "checkpoint", speakers=3)

@@ -223,13 +223,13 @@ def lower_module(
 def pte_runtime(path: Path) -> ExecuTorchRuntime:
     """A .pte file as a runtime; delegates and kernels outside them read from the program itself."""
     from audiodeploy.runtime import ProgramLoadError
-    from audiodeploy.runtime.inspection import describe_program
+    from audiodeploy.runtime.inspection import ProgramFormatError, describe_program
 
     buffer = path.read_bytes()
     try:
         methods = {m.name: m for m in describe_program(buffer)}
-    except Exception as error:  # the flatbuffer reader raises whatever the bytes provoke
-        raise ProgramLoadError(f"{path} is not a loadable ExecuTorch program ({type(error).__name__})") from None
+    except ProgramFormatError as error:  # the reader's only failure: bytes that are no program's flatbuffer
+        raise ProgramLoadError(f"{path} is not a loadable ExecuTorch program: {error}") from None
     if "forward" not in methods:
         raise BenchError(f"{path}: the program has no 'forward' method (it has {', '.join(methods) or 'none'})")
     forward = methods["forward"]
