@@ -182,7 +182,8 @@ def test_a_mel_far_off_scale_warns_once_that_the_wav_is_clipped(vocoder_model, t
         "warning: 100% of samples clipped at ±1 (25600 of 25600); the input is probably not on the scale this "
         "vocoder takes (its recipe's log-mel)"
     ], result.stderr
-    quiet = tmp_path / "quiet.npy"
-    np.save(quiet, np.full((100, 80), -5.0, dtype=np.float32))
-    result = audiodeploy("run", str(vocoder_model), str(quiet), "-o", str(tmp_path / "quiet.wav"))
+    on_scale = tmp_path / "on_scale.npy"
+    # Log-mel values of order one, as the recipe's front end gives: no sample reaches ±1.
+    np.save(on_scale, 0.5 * np.random.default_rng(0).standard_normal((100, 80)).astype(np.float32))
+    result = audiodeploy("run", str(vocoder_model), str(on_scale), "-o", str(tmp_path / "on_scale.wav"))
     assert result.returncode == 0 and "clipped" not in result.stderr, result.stderr

@@ -321,7 +321,8 @@ def test_int8_dynamic_speech_encoder_is_one_delegate_within_the_bar_at_both_ends
     assert measured["snr_db"] >= ENCODER_SNR_DB and measured["argmax"] >= ENCODER_ARGMAX, measured
 
 
-# The original HiFi-GAN as its type-2 resblock variant: tiny-v1's 78 quantized convolutions took 140 s here.
+# The original HiFi-GAN as its type-2 resblock variant: tiny-v1's quantized convolutions took 140 s here (78 of them,
+# before the test size kept two of the three residual blocks per stage).
 @pytest.fixture(
     scope="module", params=[("speecht5-hifigan", "tiny"), ("hifigan", "tiny-v3"), ("vocos", "tiny")], ids=lambda p: p[0]
 )
