@@ -208,8 +208,10 @@ def tiny_variant(name: str, of: Variant[ShrinkableT], description: str) -> Varia
 
 def synthetic_provenance(variant: Variant[Any], seed: int) -> str:
     """The plain statement that weights are random: which seed, and which configuration they fill."""
-    if variant.checkpoint is None:
+    if variant.hidden:
         return f"synthetic (seed {seed}) from the test-size '{variant.name}' configuration"
+    if variant.checkpoint is None:  # a published size without a published checkpoint (Piper's voices are many)
+        return f"synthetic (seed {seed}) from the '{variant.name}' configuration"
     return f"synthetic (seed {seed}) from the published {variant.checkpoint} configuration"
 
 

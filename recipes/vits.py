@@ -34,6 +34,8 @@ if TYPE_CHECKING:
 
     from audiodeploy.program.tts import TextFrontEnd
 
+    from ._hifigan_generator import ResblockType
+
 # The characters of a lowercase English voice, for synthetic weights (a checkpoint brings its own vocab.json): the
 # blank token first, as MMS-TTS's front end intersperses id 0.
 _SYNTHETIC_CHARACTERS = ("_", " ", "'", "-", *"abcdefghijklmnopqrstuvwxyz", *"01234567")
@@ -55,6 +57,10 @@ class VitsArchitecture:
     upsample_kernel_sizes: tuple[int, ...]
     resblock_kernel_sizes: tuple[int, ...] = (3, 7, 11)
     resblock_dilation_sizes: tuple[tuple[int, ...], ...] = ((1, 3, 5), (1, 3, 5), (1, 3, 5))
+    resblock: ResblockType = "1"
+    """The decoder's residual blocks: HiFi-GAN's type "1" (transformers' `VitsHifiGan`), or type "2" (two dilated
+    convolutions a block, Piper's default), which transformers lacks: its blocks are swapped for
+    `_hifigan_generator.ResBlock2`, which computes what Piper's do."""
     duration_predictor_num_flows: int = 4
     prior_encoder_num_wavenet_layers: int = 4
     depth_separable_num_layers: int = 3
@@ -86,8 +92,21 @@ class VitsArchitecture:
 
 # facebook/mms-tts-eng's configuration (transformers VitsConfig's defaults): 16 kHz, a 256-sample hop.
 _MMS = VitsArchitecture(16_000, 192, 6, 768, 512, (8, 8, 2, 2), (16, 16, 4, 4))
-# Piper's "medium" voices: the original VITS (LJSpeech) at 22.05 kHz.
-_PIPER_MEDIUM = replace(_MMS, sample_rate=22_050)
+# Piper's voices by quality (piper_train's `--quality`; its voice list gives their rates). "medium", the default: the
+# original VITS text encoder with a lighter HiFi-GAN (type "2" blocks, three stages from 256 channels), at 22.05 kHz;
+# "low": the same at 16 kHz; "high": the original VITS whole (MMS-TTS's layout) at 22.05 kHz.
+_PIPER_MEDIUM = replace(
+    _MMS,
+    sample_rate=22_050,
+    upsample_initial_channel=256,
+    upsample_rates=(8, 8, 4),
+    upsample_kernel_sizes=(16, 16, 8),
+    resblock_kernel_sizes=(3, 5, 7),
+    resblock_dilation_sizes=((1, 2), (2, 6), (3, 12)),
+    resblock="2",
+)
+_PIPER_LOW = replace(_PIPER_MEDIUM, sample_rate=16_000)
+_PIPER_HIGH = replace(_MMS, sample_rate=22_050)
 
 MMS_TTS = Variant(
     name="mms-tts",
@@ -97,9 +116,21 @@ MMS_TTS = Variant(
 )
 PIPER_MEDIUM = Variant(
     name="piper-medium",
-    description="the size of Piper's medium voices (original VITS): 22.05 kHz, 6-layer text encoder",
+    description="the size of Piper's medium voices: 22.05 kHz, 6-layer text encoder, type-2 HiFi-GAN from 256 channels",
     checkpoint=None,
     architecture=_PIPER_MEDIUM,
+)
+PIPER_LOW = Variant(
+    name="piper-low",
+    description="the size of Piper's low voices: piper-medium at 16 kHz",
+    checkpoint=None,
+    architecture=_PIPER_LOW,
+)
+PIPER_HIGH = Variant(
+    name="piper-high",
+    description="the size of Piper's high voices (the original VITS, mms-tts's layout): 22.05 kHz",
+    checkpoint=None,
+    architecture=_PIPER_HIGH,
 )
 
 
@@ -114,7 +145,10 @@ class VitsRecipe(Recipe[VitsArchitecture]):
     variants = (
         MMS_TTS,
         PIPER_MEDIUM,
+        PIPER_LOW,
+        PIPER_HIGH,
         tiny_variant("tiny", MMS_TTS, "test size of 'mms-tts': one layer, 32 channels, one spline flow"),
+        tiny_variant("tiny-piper", PIPER_MEDIUM, "test size of 'piper-medium': 'tiny' with type-2 residual blocks"),
     )
     sample_rate = 16_000
     input_kind = "text"
@@ -138,6 +172,8 @@ class VitsRecipe(Recipe[VitsArchitecture]):
         model_class = transformers_class("VitsModel")
 
         def synthetic_init(model: VitsModel) -> None:
+            if request.variant.architecture.resblock == "2":
+                _swap_in_type2_residual_blocks(model, request.variant.architecture)
             audible_synthetic_init(model)
             _speech_like_durations(model)
 
@@ -204,6 +240,27 @@ class VitsRecipe(Recipe[VitsArchitecture]):
 # give (blanks between characters are short), measured on mms-tts: 3.3 frames a token, at most 5.
 _SYNTHETIC_FRAMES_PER_TOKEN = 2
 _SYNTHETIC_DURATION_SPREAD = 1 / 4
+
+
+def _swap_in_type2_residual_blocks(model: VitsModel, architecture: VitsArchitecture) -> None:
+    """Replace the decoder's residual blocks, in place and in their order (stage by stage, kernel by kernel), with
+    type "2" blocks of the same channels, kernels and dilations. `VitsHifiGan.forward` calls each block on the
+    stage's activations and averages them, whatever the block; type "2"'s slope is transformers' (0.1) too."""
+    from torch import nn
+
+    from ._hifigan_generator import ResBlock2
+
+    decoder = model.decoder
+    kernels = len(architecture.resblock_kernel_sizes)
+    blocks = []
+    for stage in range(len(architecture.upsample_rates)):
+        channels = architecture.upsample_initial_channel // 2 ** (stage + 1)
+        blocks += [
+            ResBlock2(channels, kernel, dilations)
+            for kernel, dilations in zip(architecture.resblock_kernel_sizes, architecture.resblock_dilation_sizes)
+        ]
+    assert len(blocks) == len(decoder.resblocks) == kernels * len(architecture.upsample_rates)
+    decoder.resblocks = nn.ModuleList(blocks)
 
 
 def _speech_like_durations(model: VitsModel) -> None:
