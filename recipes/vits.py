@@ -62,6 +62,7 @@ class VitsArchitecture:
     convolutions a block, Piper's default), which transformers lacks: its blocks are swapped for
     `_hifigan_generator.ResBlock2`, which computes what Piper's do."""
     duration_predictor_num_flows: int = 4
+    duration_predictor_filter_channels: int = 192
     prior_encoder_num_wavenet_layers: int = 4
     depth_separable_num_layers: int = 3
     vocab_size: int = len(_SYNTHETIC_CHARACTERS)
@@ -85,6 +86,7 @@ class VitsArchitecture:
             resblock_kernel_sizes=(3, 5),
             resblock_dilation_sizes=((1, 3), (1, 3)),
             duration_predictor_num_flows=2,
+            duration_predictor_filter_channels=32,
             prior_encoder_num_wavenet_layers=2,
             depth_separable_num_layers=2,
         )
@@ -94,7 +96,8 @@ class VitsArchitecture:
 _MMS = VitsArchitecture(16_000, 192, 6, 768, 512, (8, 8, 2, 2), (16, 16, 4, 4))
 # Piper's voices by quality (piper_train's `--quality`; its voice list gives their rates). "medium", the default: the
 # original VITS text encoder with a lighter HiFi-GAN (type "2" blocks, three stages from 256 channels), at 22.05 kHz;
-# "low": the same at 16 kHz; "high": the original VITS whole (MMS-TTS's layout) at 22.05 kHz.
+# "low": the same at 16 kHz; "x-low": "low" with 96 hidden channels and a 384-wide feed-forward (the duration
+# predictor keeps its 192); "high": the original VITS whole (MMS-TTS's layout) at 22.05 kHz.
 _PIPER_MEDIUM = replace(
     _MMS,
     sample_rate=22_050,
@@ -106,6 +109,7 @@ _PIPER_MEDIUM = replace(
     resblock="2",
 )
 _PIPER_LOW = replace(_PIPER_MEDIUM, sample_rate=16_000)
+_PIPER_X_LOW = replace(_PIPER_LOW, hidden_size=96, ffn_dim=384)
 _PIPER_HIGH = replace(_MMS, sample_rate=22_050)
 
 MMS_TTS = Variant(
@@ -125,6 +129,12 @@ PIPER_LOW = Variant(
     description="the size of Piper's low voices: piper-medium at 16 kHz",
     checkpoint=None,
     architecture=_PIPER_LOW,
+)
+PIPER_X_LOW = Variant(
+    name="piper-x-low",
+    description="the size of Piper's x-low voices: piper-low with 96 hidden channels",
+    checkpoint=None,
+    architecture=_PIPER_X_LOW,
 )
 PIPER_HIGH = Variant(
     name="piper-high",
@@ -146,6 +156,7 @@ class VitsRecipe(Recipe[VitsArchitecture]):
         MMS_TTS,
         PIPER_MEDIUM,
         PIPER_LOW,
+        PIPER_X_LOW,
         PIPER_HIGH,
         tiny_variant("tiny", MMS_TTS, "test size of 'mms-tts': one layer, 32 channels, one spline flow"),
         tiny_variant("tiny-piper", PIPER_MEDIUM, "test size of 'piper-medium': 'tiny' with type-2 residual blocks"),
@@ -292,7 +303,7 @@ def _config(architecture: VitsArchitecture) -> VitsConfig:
         resblock_kernel_sizes=list(architecture.resblock_kernel_sizes),
         resblock_dilation_sizes=[list(d) for d in architecture.resblock_dilation_sizes],
         duration_predictor_num_flows=architecture.duration_predictor_num_flows,
-        duration_predictor_filter_channels=architecture.hidden_size,
+        duration_predictor_filter_channels=architecture.duration_predictor_filter_channels,
         prior_encoder_num_wavenet_layers=architecture.prior_encoder_num_wavenet_layers,
         depth_separable_num_layers=architecture.depth_separable_num_layers,
     )
