@@ -180,11 +180,17 @@ class VitsRecipe(Recipe[VitsArchitecture]):
         from ._vits_modules import VitsLatentsToWaveform, VitsTextToDurations
         from ._vocoder import audible_synthetic_init
 
+        architecture = request.variant.architecture
+        if request.weights is not None and architecture.resblock == "2":
+            raise WeightsError(
+                f"variant '{request.variant.name}' decodes with type \"2\" residual blocks, which a transformers "
+                "VitsModel checkpoint cannot hold: leave out --variant (the checkpoint's config.json sets its size)"
+            )
         model_class = transformers_class("VitsModel")
 
         def synthetic_init(model: VitsModel) -> None:
-            if request.variant.architecture.resblock == "2":
-                _swap_in_type2_residual_blocks(model, request.variant.architecture)
+            if architecture.resblock == "2":
+                _swap_in_type2_residual_blocks(model, architecture)
             audible_synthetic_init(model)
             _speech_like_durations(model)
 
@@ -193,7 +199,7 @@ class VitsRecipe(Recipe[VitsArchitecture]):
             self.name,
             model_class,
             "vits",
-            lambda: _config(request.variant.architecture),
+            lambda: _config(architecture),
             synthetic_init,
             # The posterior encoder is for training only; a checkpoint without it still speaks.
             needless=lambda name: name.startswith("posterior_encoder."),

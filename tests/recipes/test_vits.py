@@ -171,3 +171,12 @@ def test_checkpoint_without_vocabulary_or_with_phonemes_is_refused(tmp_path):
     (phonemes / "vocab.json").unlink()
     with pytest.raises(WeightsError, match="no vocab.json"):
         recipes.get("vits").build(weights=str(phonemes))
+
+
+def test_a_piper_size_with_type_2_blocks_refuses_a_transformers_checkpoint(tmp_path):
+    """transformers' `VitsHifiGan` has type "1" blocks only: such a checkpoint is never a piper-medium voice."""
+    checkpoint = write_vits_checkpoint(tmp_path / "voice")
+    for variant in ("piper-medium", "piper-low", "piper-x-low"):
+        with pytest.raises(WeightsError, match=f"variant '{variant}' decodes with type \"2\" .* leave out --variant"):
+            recipes.get("vits").build(variant, weights=str(checkpoint))
+    assert recipes.get("vits").build("piper-high", weights=str(checkpoint)).weights_provenance.startswith("loaded")
