@@ -351,14 +351,11 @@ def _checkpoint_front_end(weights: str) -> TextFrontEnd:
         raise WeightsError(f"weights '{weights}': vocab.json is not a token-to-id mapping ({error})") from None
     if [index for index, _ in ids] != list(range(len(ids))):
         raise WeightsError(f"weights '{weights}': vocab.json's ids are not 0 .. {len(ids) - 1}, one token each")
-    if settings.get("phonemize", False) is True:
-        raise WeightsError(
-            f"weights '{weights}': this voice reads phonemes (its tokenizer phonemizes with espeak); audiodeploy's "
-            "front end takes character voices such as MMS-TTS"
-        )
+    phonemize = settings.get("phonemize", False) is True
     return TextFrontEnd(
         characters=tuple(token for _, token in ids),
         lowercase=bool(settings.get("normalize", True)),
         add_blank=bool(settings.get("add_blank", True)),
-        origin=f"vocab.json of {weights}",
+        origin=f"vocab.json of {weights}" + (", read as espeak-ng phonemes" if phonemize else ""),
+        phonemize=phonemize,
     )

@@ -15,6 +15,17 @@ from audiodeploy.program.tts import TextFrontEnd, TextToSpeech
 CHARACTERS = ("k", "'", "|", "t", "m", "d", "z", "e", "x", "r", "y", "3", "c", "w", "-", "1", "q", "u", "h", " ")
 CHARACTERS += ("f", "l", "n", "0", "b", "i", "a", "2", "4", "v", "_", "o", "s", "p", "j", "5", "6", "g")
 
+# A phoneme voice's vocabulary, as the original VITS's (LJSpeech, VCTK) lays it out: the blank, punctuation and the
+# space, Latin letters, then IPA letters, stress and length marks.
+PHONEMES = tuple(
+    dict.fromkeys(
+        "_"
+        + ';:,.!?¡¿—…"«»“” '
+        + "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+        + "ɑɐɒæɓʙβɔɕçɗɖðʤəɘɚɛɜɝɞɟʄɡɠɢʛɦɧħɥʜɨɪʝɭɬɫɮʟɱɯɰŋɳɲɴøɵɸθœɶʘɹɺɾɻʀʁɽʂʃʈʧʉʊʋⱱʌɣɤʍχʎʏʑʐʒʔʡʕʢǀǁǂǃˈˌːˑʼʴʰʱʲʷˠˤ˞↓↑→↗↘'̩ᵻ"
+    )
+)
+
 
 def text_to_speech(characters: tuple[str, ...] = ("_", "a", "b"), **changes: Any) -> TextToSpeech:
     """A sidecar's ``model.text`` with transformers' `VitsConfig` defaults, for tests of the host's part alone."""
@@ -26,12 +37,13 @@ def text_to_speech(characters: tuple[str, ...] = ("_", "a", "b"), **changes: Any
 
 def write_vits_checkpoint(directory: Path, *, phonemize: bool = False, speakers: int = 1) -> Path:
     """A tiny VITS voice of `speakers` speakers in `directory`: config.json, model.safetensors, vocab.json and
-    tokenizer_config.json."""
+    tokenizer_config.json; a voice of `PHONEMES` that reads espeak's IPA with `phonemize`."""
     from transformers import VitsConfig, VitsModel, VitsTokenizer
 
+    vocabulary = PHONEMES if phonemize else CHARACTERS
     torch.manual_seed(1)
     config = VitsConfig(
-        vocab_size=len(CHARACTERS),
+        vocab_size=len(vocabulary),
         hidden_size=32,
         num_hidden_layers=1,
         ffn_dim=64,
@@ -59,7 +71,7 @@ def write_vits_checkpoint(directory: Path, *, phonemize: bool = False, speakers:
                 parameter.add_(torch.randn_like(parameter) * 0.1)
     model.save_pretrained(directory)
     vocab = directory / "vocab.json"
-    vocab.write_text(json.dumps({character: index for index, character in enumerate(CHARACTERS)}))
+    vocab.write_text(json.dumps({character: index for index, character in enumerate(vocabulary)}))
     tokenizer = VitsTokenizer(str(vocab), language="eng", add_blank=True, normalize=True, phonemize=phonemize)
     tokenizer.save_pretrained(directory)
     return directory

@@ -15,6 +15,7 @@ numbers), so that a program and eager `VitsModel` given the same seed synthesize
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -33,7 +34,8 @@ class TextError(AudiodeployError, ValueError):
 
 @dataclass(frozen=True, kw_only=True)
 class TextFrontEnd(Record):
-    """How text becomes token ids, as transformers' `VitsTokenizer` does it for MMS-TTS (``phonemize=False``)."""
+    """How text becomes token ids, as transformers' `VitsTokenizer` does it: characters (MMS-TTS), or phonemes
+    (``phonemize``: the VITS voices trained on espeak's IPA, such as LJSpeech's and VCTK's)."""
 
     characters: tuple[str, ...]
     """The vocabulary by token id: one character (or a longer token the text may spell out) per id."""
@@ -44,16 +46,27 @@ class TextFrontEnd(Record):
     """Put token 0 between every two tokens and at both ends (the checkpoints were trained so)."""
     origin: str
     """Where the vocabulary comes from: a checkpoint's vocab.json, or the stand-in of synthetic weights."""
+    phonemize: bool = False
+    """Read the text as phonemes: after lowercasing, espeak-ng's IPA with stress marks and punctuation for American
+    English (what `VitsTokenizer` asks the `phonemizer` package for, whatever the voice's language), every
+    character a token; nothing is dropped. Synthesis then needs espeak-ng and `phonemizer` installed."""
 
     def __post_init__(self) -> None:
         if not self.characters or len(set(self.characters)) != len(self.characters):
             raise ValueError("field 'characters' should hold distinct tokens, at least one")
 
     def normalized(self, text: str) -> str:
-        """`text` as the model reads it: lowercased (but the vocabulary's own tokens), then only the characters in
-        the vocabulary, stripped."""
+        """`text` as the model reads it: lowercased (but the vocabulary's own tokens), then its phonemes, or only
+        the characters in the vocabulary, stripped."""
+        if self.phonemize:
+            return _phonemes(self._lowercased(text) if self.lowercase else text)
         if not self.lowercase:
             return text
+        known = set(self.characters)
+        return "".join(character for character in self._lowercased(text) if character in known).strip()
+
+    def _lowercased(self, text: str) -> str:
+        """`text` lowercased but where it spells one of the vocabulary's tokens (the longest first)."""
         tokens = sorted(self.characters, key=len, reverse=True)
         kept: list[str] = []
         position = 0
@@ -65,8 +78,7 @@ class TextFrontEnd(Record):
             else:
                 kept.append(token)
                 position += len(token)
-        known = set(self.characters)
-        return "".join(character for character in "".join(kept) if character in known).strip()
+        return "".join(kept)
 
     def token_ids(self, text: str) -> np.ndarray:
         """The ``(tokens,)`` int64 ids of `text`; `TextError` if nothing of it is in the vocabulary."""
@@ -83,6 +95,24 @@ class TextFrontEnd(Record):
             interspersed[1::2] = tokens
             tokens = interspersed
         return np.asarray(tokens, dtype=np.int64)
+
+
+def _phonemes(text: str) -> str:
+    """`text` in espeak-ng's IPA as `VitsTokenizer` asks `phonemizer` for it, runs of white space made one space."""
+    try:
+        import phonemizer
+    except ImportError:
+        raise TextError(
+            "this voice reads phonemes, and the phonemizer package is not installed: pip install phonemizer, and "
+            "install espeak-ng (apt install espeak-ng)"
+        ) from None
+    try:
+        phonemes = phonemizer.phonemize(
+            text, language="en-us", backend="espeak", strip=True, preserve_punctuation=True, with_stress=True
+        )
+    except RuntimeError as error:  # phonemizer's words for a missing espeak library
+        raise TextError(f"this voice reads phonemes, and espeak-ng cannot run ({error}): install espeak-ng") from None
+    return re.sub(r"\s+", " ", str(phonemes))
 
 
 def _shown(text: str) -> str:

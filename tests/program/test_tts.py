@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import sys
+
 import numpy as np
 import pytest
 import torch
@@ -16,7 +18,7 @@ from audiodeploy.program.tts import (
     prior_latents,
     sentences,
 )
-from tests.vits_checkpoint import CHARACTERS, text_to_speech
+from tests.vits_checkpoint import CHARACTERS, PHONEMES, text_to_speech
 
 
 @pytest.mark.parametrize("seed", [0, 555, 2**32 - 1])
@@ -48,18 +50,30 @@ def test_torch_normal_refuses_a_seed_torch_would_truncate():
         TorchNormal(2**32)
 
 
-@pytest.fixture(scope="module")
-def tokenizer(tmp_path_factory):
+def vits_tokenizer(directory, vocabulary: tuple[str, ...], phonemize: bool):
     import json
 
     from transformers import VitsTokenizer
 
-    vocab = tmp_path_factory.mktemp("vocab") / "vocab.json"
-    vocab.write_text(json.dumps({character: index for index, character in enumerate(CHARACTERS)}))
-    return VitsTokenizer(str(vocab), language="eng", add_blank=True, normalize=True, phonemize=False)
+    vocab = directory / "vocab.json"
+    vocab.write_text(json.dumps({character: index for index, character in enumerate(vocabulary)}))
+    return VitsTokenizer(str(vocab), language="eng", add_blank=True, normalize=True, phonemize=phonemize)
+
+
+@pytest.fixture(scope="module")
+def tokenizer(tmp_path_factory):
+    return vits_tokenizer(tmp_path_factory.mktemp("vocab"), CHARACTERS, phonemize=False)
+
+
+@pytest.fixture(scope="module")
+def phoneme_tokenizer(tmp_path_factory):
+    return vits_tokenizer(tmp_path_factory.mktemp("phonemes"), PHONEMES, phonemize=True)
 
 
 FRONT_END = TextFrontEnd(characters=CHARACTERS, lowercase=True, add_blank=True, origin="the test's vocab.json")
+PHONEME_FRONT_END = TextFrontEnd(
+    characters=PHONEMES, lowercase=True, add_blank=True, origin="the test's vocab.json", phonemize=True
+)
 
 
 @pytest.mark.parametrize(
@@ -68,6 +82,27 @@ FRONT_END = TextFrontEnd(characters=CHARACTERS, lowercase=True, add_blank=True, 
 )
 def test_front_end_gives_the_ids_vits_tokenizer_gives(tokenizer, text):
     assert FRONT_END.token_ids(text).tolist() == tokenizer(text).input_ids
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Hello World, this is the whole chain!",
+        "  The quick,   brown fox -- jumps.  ",
+        "I read 42 books; Dr. Smith's cat — well…",
+        "ÜBER café naïve?",
+    ],
+)
+def test_phoneme_front_end_gives_the_ids_vits_tokenizer_gives_through_espeak(phoneme_tokenizer, text):
+    ids = PHONEME_FRONT_END.token_ids(text)
+    assert ids.tolist() == phoneme_tokenizer(text).input_ids
+    assert {"ˈ", "ə"} & set(PHONEME_FRONT_END.normalized(text))  # IPA with stress marks, not the letters
+
+
+def test_phoneme_front_end_without_phonemizer_names_what_to_install(monkeypatch):
+    monkeypatch.setitem(sys.modules, "phonemizer", None)  # as if not installed: its import raises ImportError
+    with pytest.raises(TextError, match="reads phonemes, and the phonemizer package is not installed: pip install"):
+        PHONEME_FRONT_END.token_ids("Hello.")
 
 
 def test_front_end_refuses_text_with_nothing_it_can_say():
@@ -118,5 +153,7 @@ def test_sentences_are_cut_after_their_end_and_at_blank_lines():
 def test_text_to_speech_record_round_trips_and_checks_itself():
     text = text_to_speech(CHARACTERS, max_tokens=599, max_abs_diff_vs_eager=1e-6)
     assert TextToSpeech.from_dict(text.to_dict()) == text
+    phonemes = TextToSpeech.from_dict({**text.to_dict(), "front_end": PHONEME_FRONT_END.to_dict()})
+    assert phonemes.front_end.phonemize and TextToSpeech.from_dict(phonemes.to_dict()) == phonemes
     with pytest.raises(ValueError, match="min_tokens"):
         TextToSpeech.from_dict({**text.to_dict(), "min_tokens": 0})

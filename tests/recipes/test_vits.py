@@ -164,10 +164,15 @@ def test_synthetic_voice_builds_with_durations_like_speech():
     assert 1.5 < frames_per_token < 10
 
 
-def test_checkpoint_without_vocabulary_or_with_phonemes_is_refused(tmp_path):
+def test_a_phoneme_voice_reads_its_text_as_its_tokenizer_does_and_one_without_vocabulary_is_refused(tmp_path):
+    from transformers import VitsTokenizer
+
     phonemes = write_vits_checkpoint(tmp_path / "phonemes", phonemize=True)
-    with pytest.raises(WeightsError, match="reads phonemes"):
-        recipes.get("vits").build(weights=str(phonemes))
+    text = recipes.get("vits").build(weights=str(phonemes)).text_encoder.text
+    assert text.front_end.phonemize and "read as espeak-ng phonemes" in text.front_end.origin
+    sentence = "Phonemes, through espeak-ng!"
+    expected = VitsTokenizer.from_pretrained(phonemes)(sentence).input_ids
+    assert text.front_end.token_ids(sentence).tolist() == expected
     (phonemes / "vocab.json").unlink()
     with pytest.raises(WeightsError, match="no vocab.json"):
         recipes.get("vits").build(weights=str(phonemes))
