@@ -84,7 +84,7 @@ class TextFrontEnd(Record):
         """The ``(tokens,)`` int64 ids of `text`; `TextError` if nothing of it is in the vocabulary."""
         ids = {token: index for index, token in enumerate(self.characters)}
         normalized = self.normalized(text)
-        # As VitsTokenizer: a character outside the vocabulary (only without lowercase) is its unknown token, id 0.
+        # As VitsTokenizer: a character outside the vocabulary (without lowercase, or a phoneme it lacks) is id 0.
         tokens = [ids.get(character, 0) for character in normalized]
         if not tokens:
             raise TextError(
