@@ -113,8 +113,6 @@ class _OnnxSessions:
             self.dynamic = {name: self._loaded(*method, None) for name, method in built.methods.items()}
             self.how = "torch.onnx.export(dynamo=True), once, at a dynamic length"
         except BenchError as error:
-            # Mimi: the dynamo export meets data-dependent sizes (its padding is computed from integer tensors,
-            # which audiodeploy's own export makes constants of), at any length.
             self.failures.append(f"dynamo: {_reason(str(error))}")
             self.how = "torch.onnx.export(dynamo=False) at each length (the dynamo export fails)"
 

@@ -427,11 +427,20 @@ PROTOBUF_LIMIT = 2**31 - 1
 
 def export_onnx(module: torch.nn.Module, example_inputs: tuple[torch.Tensor, ...], dynamic_shapes: Any) -> OnnxExport:
     """The ONNX export ``onnxruntime`` and ``onnxruntime-int8`` run, and how many seconds it took."""
+    from audiodeploy.lowering.integer_constants import integer_scalar_constants
+
     start = time.perf_counter()
     widened: list[str] = []  # the int32 indices cast
-    proto = _export_onnx(module, example_inputs, dynamic_shapes, index_put_with_int64_indices(widened))
+    exact_constants = bool(integer_scalar_constants(module))
+    proto = _export_onnx(module, example_inputs, dynamic_shapes, index_put_with_int64_indices(widened), exact_constants)
     model, weights = serialize_with_external_weights(proto)
     notes: tuple[str, ...] = ()
+    if exact_constants:
+        notes += (
+            "exported first by torch.export with the module's 0-d integer tensors as the numbers they hold "
+            "(audiodeploy's export_with_exact_integer_constants), as audiodeploy exports it: torch.onnx's own "
+            "torch.export cannot follow a padding computed from them through a dynamic length",
+        )
     if widened:
         notes += (
             f"int32 indices of {len(widened)} index_put cast to int64 in the export (torch.onnx.export's custom_translation_table): "
@@ -557,8 +566,13 @@ def _export_onnx(
     example_inputs: tuple[torch.Tensor, ...],
     dynamic_shapes: Any,
     custom_translation_table: TranslationTable,
+    exact_integer_constants: bool,
 ) -> Any:
-    """The ONNX ``ModelProto``; the exporter's chatter goes to the debug log, not the user's terminal."""
+    """The ONNX ``ModelProto``; the exporter's chatter goes to the debug log, not the user's terminal. With
+    ``exact_integer_constants``, torch.onnx is given the program `export_with_exact_integer_constants` exports
+    (the same computation as eager's, its sizes following the length) instead of the module."""
+    from audiodeploy.lowering.integer_constants import export_with_exact_integer_constants
+
     chatter = io.StringIO()
     quiet = [logging.getLogger(name) for name in ("torch.onnx", "onnxscript", "onnx_ir")]
     levels = [logger.level for logger in quiet]
@@ -566,8 +580,14 @@ def _export_onnx(
         for logger in quiet:
             logger.setLevel(logging.ERROR)
         with contextlib.redirect_stdout(chatter), torch.no_grad():
+            exportable: torch.nn.Module | torch.export.ExportedProgram = module
+            if exact_integer_constants:
+                # torch.onnx 2.14 translates a floor division of a negative size (a ceil written as -(-n // s))
+                # as ONNX's truncating Div: the export holds where those divisions are exact, as they are at the
+                # multiples of the hop a codec is given (its dynamic shape says so), not between them.
+                exportable = export_with_exact_integer_constants(module, example_inputs, dynamic_shapes)
             program = torch.onnx.export(
-                module,
+                exportable,
                 example_inputs,
                 dynamo=True,
                 dynamic_shapes=dynamic_shapes,

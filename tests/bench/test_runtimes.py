@@ -1,4 +1,5 @@
-"""ONNX Runtime on an export over protobuf's 2 GiB: the larger initializers become external data given from memory.
+"""ONNX Runtime's export: over protobuf's 2 GiB, the larger initializers become external data given from memory;
+a codec's padding computed from integer tensors follows a dynamic length.
 
 A model that large does not belong in CI, so the limit is lowered to a few KiB on a small convolutional model;
 the layout (external-data fields, 64-byte aligned offsets in one in-memory file) is the same at any size.
@@ -19,6 +20,7 @@ from audiodeploy.bench.runtimes import (
     export_onnx,
     serialize_with_external_weights,
 )
+from tests.lowering.test_integer_constants import HOP, Codec
 
 
 class ConvolutionThenProjection(torch.nn.Module):
@@ -81,3 +83,21 @@ def test_int8_of_a_model_over_the_limit_is_refused_with_its_remedy(model_and_exp
         OnnxRuntime(
             module, example, dynamic, 1, int8=True, exported=dataclasses.replace(exported, model=model, weights=weights)
         )
+
+
+def test_a_codec_padded_from_integer_tensors_runs_in_onnx_runtime_at_every_length():
+    """torch.onnx's own torch.export stops at the padding EnCodec and Mimi compute from 0-d integer tensors; the
+    export is given the program audiodeploy exports instead, whose sizes follow the length, so ONNX Runtime has
+    a baseline for such codecs at every multiple of the hop (what a codec's runtime feeds), not only the example's.
+    """
+    torch.manual_seed(0)
+    codec = Codec("constant").eval()
+    dynamic = ({2: torch.export.Dim("frames", min=4, max=512) * HOP},)
+    runtime = OnnxRuntime(codec, (torch.randn(1, 1, 50 * HOP),), dynamic, 1)
+    assert any("0-d integer tensors" in note for note in runtime.info.notes), runtime.info.notes
+    runtime.load()
+    for samples in (4 * HOP, 37 * HOP, 512 * HOP):
+        audio = torch.randn(1, 1, samples)
+        with torch.no_grad():
+            expected = codec(audio)
+        torch.testing.assert_close(runtime.run([audio]), expected, rtol=1e-5, atol=1e-5)

@@ -46,6 +46,7 @@ from audiodeploy.lowering.passes.size_min_max_as_arithmetic import SizeMinMaxAsA
 from audiodeploy.lowering.passes.split_as_linears import SplitAsLinearsPass
 from audiodeploy.lowering.passes.squeeze_unsqueeze_pairs import SqueezeUnsqueezePairsPass
 from audiodeploy.lowering.passes.static_reshape import StaticReshapePass
+from audiodeploy.lowering.passes.strided_conv_as_frame_gemms import StridedConvAsFrameGemmsPass
 from audiodeploy.lowering.passes.strided_conv_as_gemm import StridedConvAsGemmPass
 from audiodeploy.lowering.passes.sum_and_mean_as_xnnpack_reductions import SumAndMeanAsXnnpackReductionsPass
 from audiodeploy.lowering.passes.tanh_gelu_as_tanh import TanhGeluAsTanhPass
@@ -79,6 +80,7 @@ XNNPACK_REWRITES = (
     UnitSelectAsSqueezePass,  # after it (it takes selections of channels); emits squeezes the reshape passes take
     TransposedConvAsPolyphasePass,  # emits a stride-1 convolution, pads and views already static: before the reshape passes
     ConvTailSliceAsPaddingPass,  # before the next, which takes a strided convolution apart
+    StridedConvAsFrameGemmsPass,  # before the next, which takes the strided convolutions this one leaves
     StridedConvAsGemmPass,  # emits unsqueezes and squeezes
     DecomposeNormalizationPass,  # emits means, reshapes, unsqueezes and squeezes
     SdpaAsMatmulsPass,  # emits 4-D matmuls

@@ -471,6 +471,20 @@ class Skip:
     reason: str
 
 
+def dense_strided_conv1d(conv: torch.fx.Node) -> tuple[int, int] | Skip:
+    """``(stride, padding)`` of a float32 ``conv1d`` with a stride above one, dilation one, one group and a numeric
+    padding (the strided convolutions a GEMM can take apart); else why it is not one."""
+    x_val, w_val = value(conv.args[0]), value(conv.args[1])
+    if x_val is None or w_val is None or x_val.dtype != torch.float32 or w_val.dtype != torch.float32:
+        return Skip("not float32")
+    stride, padding, dilation, groups = conv1d_geometry(conv)
+    if not isinstance(stride, int) or stride < 2:
+        return Skip("stride 1: nothing to take apart")
+    if dilation != 1 or groups != 1 or not isinstance(padding, int):
+        return Skip(f"dilation {dilation}, groups {groups}, padding {padding}: only dense, undilated, numeric padding")
+    return stride, padding
+
+
 Rewrite: TypeAlias = "torch.fx.Node | Mapping[torch.fx.Node, torch.fx.Node] | Skip"
 """What :meth:`NodeRewritePass.rewrite` returns: the node's replacement; for a small region (a split and its
 pieces), each replaced node with its replacement; or why the node stays."""

@@ -51,11 +51,10 @@ from audiodeploy.lowering.passes._graph import (
     Skip,
     add_constant,
     arguments,
-    conv1d_geometry,
+    dense_strided_conv1d,
     gather_taps,
     insert_op,
     tensor_of,
-    value,
 )
 
 aten = torch.ops.aten
@@ -69,18 +68,13 @@ class StridedConvAsGemmPass(NodeRewritePass):
 
     def rewrite(self, conv: torch.fx.Node) -> torch.fx.Node | Skip:
         """Tap selections and a GEMM in place of ``conv``."""
+        geometry = dense_strided_conv1d(conv)
+        if isinstance(geometry, Skip):
+            return geometry
+        stride, padding = geometry
         x, weight = conv.args[:2]
         bias = arguments(conv)["bias"]
-        stride, padding, dilation, groups = conv1d_geometry(conv)
-        x_val, w_val = value(x), value(weight)
-        if x_val is None or w_val is None or x_val.dtype != torch.float32 or w_val.dtype != torch.float32:
-            return Skip("not float32")
-        if not isinstance(stride, int) or stride < 2:
-            return Skip("stride 1: the gathered taps would take kernel-size times the input's memory")
-        if dilation != 1 or groups != 1 or not isinstance(padding, int):
-            return Skip(
-                f"dilation {dilation}, groups {groups}, padding {padding}: only dense, undilated, numeric padding"
-            )
+        w_val = tensor_of(weight)
         _, channels, taps = (int(s) for s in w_val.shape)
         if taps > MAX_TAPS:
             return Skip(f"{taps} taps, more than {MAX_TAPS}")
