@@ -391,8 +391,11 @@ def codec_summary(results: list[dict]) -> list[str]:
         "",
         "A codec's program has an `encode` and a `decode` method, which `audiodeploy bench` does not time yet: each "
         "method against its eager module and that module's ONNX export (`torch.onnx.export(dynamo=True)` at a dynamic "
-        "length, else its TorchScript exporter at each length; run as `bench` runs ONNX Runtime), alternated, on the same input (decode: the codes eager gives for that audio). "
-        "The last columns compare each runtime's output with eager's.",
+        "length, given the program audiodeploy's `torch.export` makes where the padding is computed from 0-d integer "
+        "tensors (Mimi, EnCodec), else its TorchScript exporter at each length; run as `bench` runs ONNX Runtime), "
+        "alternated, on the same input (decode: the codes eager gives for that audio). EnCodec's LSTM fixes its "
+        "program to one window (1 s), so its rows are at that length. The last columns compare each runtime's output "
+        "with eager's.",
         "",
         "| codec | method | input | measured on | delegates | audiodeploy | eager | ONNX Runtime | ours / eager "
         "| ours / ONNX Runtime | audiodeploy against eager | ONNX Runtime against eager |",
