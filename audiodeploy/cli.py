@@ -1083,6 +1083,13 @@ def bench(
     variant: Annotated[str | None, typer.Option(help="Recipe variant; default: the recipe's first.")] = None,
     source: Annotated[str | None, typer.Option(help="Library to build the recipe from.")] = None,
     weights: Annotated[str | None, typer.Option(help="Weights for the recipe; default: synthetic.")] = None,
+    method: Annotated[
+        str | None,
+        typer.Option(
+            help="A codec's encode or decode (the codes eager encode gives for the audio), a text-to-speech "
+            "program's decode: the method measured, lowered alone. Default: the one that takes the recipe's input."
+        ),
+    ] = None,
     seconds: Annotated[
         list[float] | None,
         typer.Option(help="Audio duration to measure at; repeat for several lengths. Default: 1 s."),
@@ -1159,6 +1166,7 @@ def bench(
         variant=variant,
         source=source,
         weights=weights,
+        method=method,
         seconds=tuple(seconds) if seconds else None,
         min_seconds=min_seconds,
         max_seconds=max_seconds,

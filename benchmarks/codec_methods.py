@@ -1,12 +1,12 @@
 """A codec's two methods timed: audiodeploy's program against eager PyTorch and ONNX Runtime, interleaved, at 1 s
 and 10 s.
 
-`audiodeploy bench` measures one-method programs; until it takes a codec's ``encode`` and ``decode``, this lowers
-the recipe's program as `audiodeploy export` does and times each method beside its eager module and that module's
-ONNX export (``torch.onnx.export(dynamo=True)`` at the same dynamic length, run as `bench`'s onnxruntime runs it)
-on the same input (the decode input: the codes eager gives for that audio), alternating the three, median of
-`--runs` after a warm-up. It records the delegates per method, the codes that differ from eager's, the decoded
-waveform's largest difference, and the machine.
+`audiodeploy bench CODEC --method encode|decode` lowers one method alone; this lowers the recipe's two-method
+program as `audiodeploy export` does and times each method beside its eager module and that module's ONNX export
+(``torch.onnx.export(dynamo=True)`` at the same dynamic length, run as `bench`'s onnxruntime runs it; where that
+fails, the TorchScript exporter at each length) on the same input (the decode input: the codes eager gives for that
+audio), alternating the three, median of `--runs` after a warm-up. It records the delegates per method, the codes
+that differ from eager's, the decoded waveform's largest difference, and the machine.
 
     python benchmarks/codec_methods.py dac --variant 16khz
     python benchmarks/codec_methods.py mimi --variant 8-codebooks --min-seconds 2.5 --seconds 2.5 --seconds 10

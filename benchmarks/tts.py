@@ -1,11 +1,12 @@
 """Text to speech timed: a `vits` program (with the runtime's host part) against eager transformers `VitsModel` and
 ONNX Runtime on its ONNX export, interleaved, on a sentence and a paragraph, with the real-time factor.
 
-`audiodeploy bench` measures one-method programs; until it takes a text-to-speech program, this runs what
-`audiodeploy run vits.pte TEXT` runs (`Synthesizer.synthesize`: per sentence, ``encode``, the host's expansion and
-noise, ``decode``) beside eager `VitsModel` holding the same weights (the recipe's synthetic ones for the program's
-variant and seed), sentence by sentence from one seeded noise stream, as the runtime does. Both give the same samples
-(the largest difference is recorded); each runtime's median of `--runs` after a warm-up, alternated.
+`audiodeploy bench vits --method decode` measures the latents-to-speech method alone; this times the whole chain
+from text, what `audiodeploy run vits.pte TEXT` runs (`Synthesizer.synthesize`: per sentence, ``encode``, the host's
+expansion and noise, ``decode``) beside eager `VitsModel` holding the same weights (the recipe's synthetic ones for
+the program's variant and seed), sentence by sentence from one seeded noise stream, as the runtime does. Both give
+the same samples (the largest difference is recorded); each runtime's median of `--runs` after a warm-up,
+alternated.
 
 ONNX Runtime runs `VitsModel` whole, exported as Piper and sherpa-onnx export VITS (``torch.onnx.export``'s
 TorchScript exporter, the noise drawn inside the graph), sentence by sentence. Its noise is its own, so its samples

@@ -11,7 +11,7 @@ models.md read; `validate` and `read_json` check a dictionary by reading it thro
       "benchmark": "bench",
       "name": "wav2vec2-base",                  # what models.md calls it
       "target": {"kind": "recipe" | "pte" | "pos-conv", "recipe", "variant", "source", "weights", "parameters",
-                 "path", "sample_rate", "input_kind", "length_range_seconds"},
+                 "path", "sample_rate", "input_kind", "length_range_seconds", "method" (several methods only)},
       "transport": {"kind": "local" | "native" | "qemu-aarch64" | "adb" | "ssh", ...},  # one record per transport
       "settings": {"runs", "warmup", "stock_runs", "stock_warmup", "threads", "seed", "compare"},
       "machine": {"date", "command", "platform", "processor", "cpu_count", "threads", versions...},
@@ -95,8 +95,11 @@ class BenchTarget(Record):
     path: str | None
     """The .pte measured (kind ``pte``)."""
     sample_rate: int | None
-    input_kind: Literal["waveform", "mel", "fbank", "frames"] | None
+    input_kind: Literal["waveform", "mel", "fbank", "codes", "latents", "frames"] | None
+    """The measured method's input (a codec's decode: ``codes``; pos-conv: ``frames``)."""
     length_range_seconds: tuple[float, float] | None
+    method: str | None = field(default=None, metadata=OMITTED_WHEN_NONE)
+    """A recipe whose program has several methods: the one measured, lowered alone (``--method``)."""
     module: str | None = field(default=None, metadata=OMITTED_WHEN_NONE)
     """pos-conv only, like ``shape`` and ``gflop``: the module, its size, and the work of one call."""
     shape: dict[str, int] | None = field(default=None, metadata=OMITTED_WHEN_NONE)
@@ -513,7 +516,8 @@ def format_table(record: dict[str, Any]) -> str:
 def _target_name(target: dict[str, Any]) -> str:
     """The recipe's model (variant, source, weights) or the .pte measured, as the heading names it."""
     if target["kind"] == "recipe":
-        return f"{target['recipe']} {target['variant']} ({target['source']}, {target['weights']})"
+        method = f", its {target['method']} method" if target.get("method") else ""
+        return f"{target['recipe']} {target['variant']}{method} ({target['source']}, {target['weights']})"
     return target["path"]
 
 

@@ -59,6 +59,7 @@ from audiodeploy.bench.transports import (
 from audiodeploy.runtime.profile import Profile, sgemm_gflops
 
 if TYPE_CHECKING:
+    from audiodeploy.program.spec import InputSpec
     from audiodeploy.recipes.registry import Recipe
     from audiodeploy.recipes.spec import BuiltModel, LengthRange
 
@@ -96,6 +97,11 @@ class BenchRequest:
     runner: Path | None = None
     """``--device adb`` only: ExecuTorch's ``executor_runner`` built for the phone with the NDK, instead of the
     project's android-arm64 bundle (the default)."""
+    method: str | None = None
+    """The method of a recipe's program to measure, lowered alone: a codec's ``encode`` (audio to codes) or
+    ``decode`` (the codes eager encode gives for the audio, to audio), a text-to-speech program's ``decode``
+    (latents to speech); None: the method that takes the recipe's input (``forward``, a codec's ``encode``, a
+    text-to-speech program's ``decode``)."""
     seed: int = 0
     profile: bool = False
     """Also profile each ExecuTorch program and ONNX Runtime session at each length (``--profile``): per operator
@@ -205,6 +211,10 @@ def check(request: BenchRequest) -> None:
             )
         if any(v is not None for v in (request.variant, request.source, request.weights)):
             raise BenchError("--variant, --source and --weights apply to recipes, not to a .pte")
+    if request.method is not None and (is_pte_target(request.target) or request.target == pos_conv.TARGET):
+        raise BenchError(
+            f"--method picks the method of a recipe's program, which bench lowers alone; drop it for {request.target}"
+        )
     if (request.min_seconds, request.max_seconds) != (None, None) and (
         is_pte_target(request.target) or request.target == pos_conv.TARGET
     ):
@@ -239,16 +249,11 @@ def check(request: BenchRequest) -> None:
 
 
 def _check_recipe_target(request: BenchRequest) -> None:
-    """A recipe target that bench cannot measure (two methods), or whose int8 scheme it refuses, as one line."""
+    """A recipe target whose method bench cannot measure, or whose int8 scheme it refuses, as one line."""
     from audiodeploy import recipes
 
     recipe = recipes.get(request.target)
-    if recipe.task in ("codec", "tts"):
-        what, instead = ("a codec", "on a file of each") if recipe.task == "codec" else ("text to speech", "on a text")
-        raise BenchError(
-            f"{request.target} is {what}, whose program has an encode and a decode method: bench measures "
-            f"one-method programs; time `audiodeploy run` {instead} instead (or benchmarks/ in the repository)"
-        )
+    measured_method(recipe, request.method)
     if "audiodeploy-int8" in request.compare:
         recipe.check_int8_scheme(int8_scheme(recipe.int8_schemes))  # a one-line RecipeError for UnivNet
     length_range = _length_range(recipe, request)
@@ -258,6 +263,36 @@ def _check_recipe_target(request: BenchRequest) -> None:
             f"--seconds {', '.join(f'{s:g}' for s in outside)}: outside the program's {length_range}; measure inside "
             "it or widen --min-seconds/--max-seconds"
         )
+
+
+_BENCHED_METHODS: Mapping[str, tuple[str, ...]] = {"codec": ("encode", "decode"), "tts": ("decode",)}
+"""The methods bench measures of a recipe whose program has several, by its task; every other recipe's program
+has one, ``forward``."""
+
+
+def measured_method(recipe: Recipe[Any], method: str | None) -> str:
+    """The method of `recipe`'s program that bench measures: `method` when it names one bench measures, by default
+    the one that takes the recipe's input (:func:`~audiodeploy.program.description.main_method`)."""
+    from audiodeploy.program.description import main_method
+
+    if method is None:
+        return main_method(recipe.task)
+    methods = _BENCHED_METHODS.get(recipe.task, ("forward",))
+    if method in methods:
+        return method
+    if recipe.task == "tts" and method == "encode":
+        raise BenchError(
+            f"--method encode: {recipe.name}'s encode takes token ids, whose count is no length in seconds; bench its "
+            "decode (latents to speech), or time the whole chain on a text with `audiodeploy run`"
+        )
+    if len(methods) == 1:
+        raise BenchError(f"--method {method}: {recipe.name}'s program has one method, {methods[0]}; leave --method out")
+    raise BenchError(f"--method {method}: {recipe.name}'s program has {_listed(methods)}; give one of them")
+
+
+def _listed(methods: Sequence[str]) -> str:
+    """``('encode', 'decode')`` -> ``"an encode and a decode method"``."""
+    return " and ".join(f"{'an' if name[0] in 'aeiou' else 'a'} {name}" for name in methods) + " method"
 
 
 def _length_range(recipe: Recipe[Any], request: BenchRequest) -> LengthRange:
@@ -350,6 +385,7 @@ def _recipe_cases(
             f"--device {request.device} lowers one program per length measured: drop --min-seconds/--max-seconds"
         )
     built = _build(recipe, request, log)
+    method = _MeasuredMethod.of(built, measured_method(recipe, request.method))
     target = BenchTarget(
         kind="recipe",
         recipe=built.recipe,
@@ -359,10 +395,11 @@ def _recipe_cases(
         parameters=sum(p.numel() for p in built.module.parameters()),
         path=None,
         sample_rate=built.sample_rate,
-        input_kind=built.input.kind,
+        input_kind=method.input.kind,
         length_range_seconds=(built.length_range.min_seconds, built.length_range.max_seconds),
+        method=method.name if len(built.methods) > 1 else None,
     )
-    cases = [_recipe_case(built, s, request.seed) for s in _seconds(request)]
+    cases = [_recipe_case(built, method, s, request.seed) for s in _seconds(request)]
     names = ("audiodeploy", *request.compare)
     keep_fp32 = built.keep_fp32
     scheme = int8_scheme(recipe.int8_schemes)
@@ -370,9 +407,30 @@ def _recipe_cases(
         for case in cases:
             for name in names:
                 log(f"lowering {name} for {case.audio_seconds:g} s (fixed length, as the phone's runner needs)")
-                case.runtimes.append(_lowered(name, built.module, case.inputs, None, scheme, keep_fp32))
+                case.runtimes.append(_lowered(name, method.module, case.inputs, None, scheme, keep_fp32))
         return target, list(cases[0].runtimes), cases
-    return target, _recipe_runtimes(built, names, scheme, keep_fp32, threads, log, request.profile), cases
+    return target, _recipe_runtimes(method, names, scheme, keep_fp32, threads, log, request.profile), cases
+
+
+@dataclass(frozen=True)
+class _MeasuredMethod:
+    """The method of a recipe's program that a bench run measures, lowered alone as a one-method program (whose
+    method is then ``forward``): its module, how it exports, and its input."""
+
+    name: str
+    module: torch.nn.Module
+    example_inputs: tuple[torch.Tensor, ...]
+    dynamic_shapes: Any
+    input: InputSpec
+    decodes_codes: bool
+    """A codec's decode: its input is what eager encode gives for the audio of each length."""
+
+    @classmethod
+    def of(cls, built: BuiltModel, name: str) -> _MeasuredMethod:
+        module, example_inputs, dynamic_shapes = built.methods[name]
+        decoder = built.decoder if name != built.method else None
+        spec = built.input if decoder is None else decoder.input
+        return cls(name, module, example_inputs, dynamic_shapes, spec, decodes_codes=decoder is not None)
 
 
 def _build(recipe: Recipe[Any], request: BenchRequest, log: Log) -> BuiltModel:
@@ -388,14 +446,18 @@ def _build(recipe: Recipe[Any], request: BenchRequest, log: Log) -> BuiltModel:
     )
 
 
-def _recipe_case(built: BuiltModel, seconds: float, seed: int) -> _Case:
-    """Seeded random input of `seconds` of audio, and what the eager module gives for it."""
+def _recipe_case(built: BuiltModel, method: _MeasuredMethod, seconds: float, seed: int) -> _Case:
+    """Seeded random input of `seconds` of audio (for a codec's decode, the codes eager encode gives for it), and
+    what the method's eager module gives for it."""
     length = built.input.length_for_seconds(seconds)
     inputs = built.random_inputs(length, seed=seed + 1)
     with torch.no_grad():
-        expected = built.module(*inputs)
+        if method.decodes_codes:
+            inputs = (built.module(*inputs).contiguous(),)  # as `run` reads them from a file
+            length = int(inputs[0].shape[method.input.length_axis])
+        expected = method.module(*inputs)
     ctc = built.output.kind == "ctc-logits"
-    return _Case(seconds, length, inputs, built.input.seconds(length), expected, ctc=ctc)
+    return _Case(seconds, length, inputs, method.input.seconds(length), expected, ctc=ctc)
 
 
 _HOW_LOWERED = {
@@ -406,7 +468,7 @@ _HOW_LOWERED = {
 
 
 def _recipe_runtimes(
-    built: BuiltModel,
+    method: _MeasuredMethod,
     names: Sequence[str],
     scheme: str,
     keep_fp32: Sequence[str],
@@ -414,30 +476,30 @@ def _recipe_runtimes(
     log: Log,
     profile: bool = False,
 ) -> list[Runtime]:
-    """The runtimes `names` of the built module, each taking every length of its range (ONNX Runtime's kept for a
-    profile too, with `profile`)."""
-    module = built.module
+    """The runtimes `names` of the measured method's module, each taking every length of its range (ONNX Runtime's
+    kept for a profile too, with `profile`)."""
+    module, example_inputs, dynamic_shapes = method.module, method.example_inputs, method.dynamic_shapes
     runtimes: list[Runtime] = []
     onnx_export = None
     for name in names:
         if name in ("audiodeploy", "stock", "audiodeploy-fp16", "audiodeploy-int8"):
             how = _HOW_LOWERED.get(name, f"folded, then {scheme}")
             log(f"lowering {name} ({how}); large models take minutes")
-            runtimes.append(_lowered(name, module, built.example_inputs, built.dynamic_shapes, scheme, keep_fp32))
+            runtimes.append(_lowered(name, module, example_inputs, dynamic_shapes, scheme, keep_fp32))
         elif name == "eager":
             runtimes.append(EagerRuntime(module))
         elif name in ("onnxruntime", "onnxruntime-int8"):
             if onnx_export is None:  # one export for both: onnxruntime-int8 quantizes what onnxruntime runs
                 log("exporting to ONNX (torch.onnx.export, dynamo)")
-                onnx_export = export_onnx(module, built.example_inputs, built.dynamic_shapes)
+                onnx_export = export_onnx(module, example_inputs, dynamic_shapes)
             if name == "onnxruntime-int8":
                 log("quantizing the ONNX model (onnxruntime quantize_dynamic, QInt8)")
             int8 = name == "onnxruntime-int8"
             runtimes.append(
                 OnnxRuntime(
                     module,
-                    built.example_inputs,
-                    built.dynamic_shapes,
+                    example_inputs,
+                    dynamic_shapes,
                     threads or 1,
                     int8=int8,
                     exported=onnx_export,
@@ -492,17 +554,8 @@ def _pte_cases(request: BenchRequest, transport: Transport, log: Log) -> tuple[B
         sidecar.check_digest(program_digest(runtime.buffer), str(path))
         description = sidecar.description
         runtime.report = sidecar.lowering
-    if description is not None and len(description.method_names) > 1:
-        raise BenchError(
-            f"{path} has an {' and a '.join(description.method_names)} method: bench measures one-method programs; "
-            "time `audiodeploy run` on it instead"
-        )
-    input_kind = None
-    if description is not None:
-        kind = description.input.kind
-        # Refused above: codes and latents are the inputs of two-method programs only.
-        assert kind != "codes" and kind != "latents"
-        input_kind = kind
+    # `pte_runtime` refused a program without a forward method: a codec's or a text-to-speech program.
+    input_kind = description.input.kind if description is not None else None
     target = BenchTarget(
         kind="pte",
         recipe=description.recipe if description else None,
@@ -609,7 +662,7 @@ def _default_name(request: BenchRequest, target: BenchTarget) -> str:
     if target.kind == pos_conv.TARGET:
         return pos_conv.default_name(request.pos_conv_shape)
     if target.kind == "recipe":
-        return f"{target.recipe}-{target.variant}"
+        return "-".join(part for part in (target.recipe, target.variant, target.method) if part)
     return Path(target.path or "").stem
 
 

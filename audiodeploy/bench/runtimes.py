@@ -231,7 +231,11 @@ def pte_runtime(path: Path) -> ExecuTorchRuntime:
     except ProgramFormatError as error:  # the reader's only failure: bytes that are no program's flatbuffer
         raise ProgramLoadError(f"{path} is not a loadable ExecuTorch program: {error}") from None
     if "forward" not in methods:
-        raise BenchError(f"{path}: the program has no 'forward' method (it has {', '.join(methods) or 'none'})")
+        remedy = f"; bench the recipe it was exported from with --method {' or '.join(methods)}" if methods else ""
+        raise BenchError(
+            f"{path}: the program has no 'forward' method, which bench measures of a .pte (it has "
+            f"{', '.join(methods) or 'none'}){remedy}"
+        )
     forward = methods["forward"]
     info = RuntimeInfo(
         name="pte",

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import sys
+from dataclasses import replace
 
 import pytest
 
+from audiodeploy import recipes
 from audiodeploy.bench import BenchError, BenchRequest, check, parse_compare, run_bench
 from audiodeploy.bench.results import SCHEMA
+from audiodeploy.recipes.spec import LengthRange
 from audiodeploy.runtime import ProgramLoadError
 
 
@@ -36,6 +39,10 @@ def test_compare_names_are_checked_and_put_in_order():
         (BenchRequest("wav2vec2", seconds=(1.0, 3.0), max_seconds=2.0), "--seconds 3: outside the program's 1-2 s"),
         (BenchRequest("wav2vec2", min_seconds=3.0, max_seconds=2.0), "--min-seconds 3 --max-seconds 2 make no range"),
         (BenchRequest("pos-conv", min_seconds=1.0), "--min-seconds and --max-seconds set the length range of a recipe"),
+        (BenchRequest("dac", method="forward"), "dac's program has an encode and a decode method; give one of them"),
+        (BenchRequest("wav2vec2", method="decode"), "wav2vec2's program has one method, forward; leave --method out"),
+        (BenchRequest("vits", method="encode"), "vits's encode takes token ids, whose count is no length in seconds"),
+        (BenchRequest("pos-conv", method="decode"), "--method picks the method of a recipe's program"),
     ],
 )
 def test_mistakes_are_found_before_anything_is_built(request_, message):
@@ -90,6 +97,26 @@ def test_vocoder_at_two_lengths_against_eager():
         assert fig["max_abs_diff_vs_eager"] < 1e-3
         assert case["runtimes"]["eager"]["max_abs_diff_vs_eager"] == 0.0 and case["runtimes"]["eager"]["load_s"] is None
         assert set(case["ratios"]) == set(case["paired_ratios"]) == {"audiodeploy/eager"}
+
+
+def test_codec_decode_is_lowered_alone_and_timed_on_the_codes_eager_encode_gives():
+    """DAC's tiny decode at one fixed length: its input is eager encode's codes for the case's audio, frames first."""
+    request = BenchRequest("dac", variant="tiny", method="decode", compare=("eager",), seconds=(0.5,), runs=2, warmup=0)
+    record = run_bench(replace(request, min_seconds=0.5, max_seconds=0.5))
+    assert record["name"] == "dac-tiny-decode" and record["target"]["method"] == "decode"
+    assert record["target"]["input_kind"] == "codes"
+    assert record["runtimes"]["audiodeploy"]["delegates"] == 1
+    (case,) = record["cases"]
+    built = recipes.get("dac").build("tiny", length_range=LengthRange.fixed(0.5))
+    assert case["input_shape"] == list(built.decoder.input.shape(case["input_length"]))  # (1, frames, codebooks)
+    assert case["audio_seconds"] == pytest.approx(0.5)
+    assert case["runtimes"]["audiodeploy"]["max_abs_diff_vs_eager"] < built.atol
+    assert set(case["ratios"]) == {"audiodeploy/eager"}
+
+
+def test_a_two_method_pte_is_refused_naming_the_methods_to_bench_its_recipe_with(codec_model):
+    with pytest.raises(BenchError, match=r"no 'forward' method, .* with --method decode or encode$"):
+        run_bench(BenchRequest(str(codec_model), runs=1, warmup=0))
 
 
 def test_pte_target_on_a_phone_through_adb(fake_adb, linear_pte):
