@@ -76,7 +76,8 @@ def _size(n: int | None) -> str:
 def _what(result: dict) -> str:
     target = result["target"]
     if target["kind"] == "recipe":
-        return f"{target['recipe']} {target['variant']}"
+        method = f" {target['method']}" if target.get("method") else ""
+        return f"{target['recipe']} {target['variant']}{method}"
     return f"`{Path(target['path']).name}`"
 
 
@@ -84,6 +85,8 @@ def _input(case: dict, target: dict) -> str:
     audio = f"{case['audio_seconds']:.3g} s" if case["audio_seconds"] else f"shape {tuple(case['input_shape'])}"
     if target.get("input_kind") == "mel":
         return f"{audio} of audio ({case['input_length']} mel frames)"
+    if target.get("input_kind") == "codes":
+        return f"{audio} of audio ({case['input_length']} frames of codes)"
     return audio
 
 
@@ -389,7 +392,8 @@ def codec_summary(results: list[dict]) -> list[str]:
     lines = [
         "## Codecs, method by method (`python benchmarks/codec_methods.py RECIPE --variant V`)",
         "",
-        "A codec's program has an `encode` and a `decode` method, which `audiodeploy bench` does not time yet: each "
+        "A codec's program has an `encode` and a `decode` method (`audiodeploy bench --method` times one, lowered "
+        "alone, in the table above): here both, on the program `export` writes, each "
         "method against its eager module and that module's ONNX export (`torch.onnx.export(dynamo=True)` at a dynamic "
         "length, given the program audiodeploy's `torch.export` makes where the padding is computed from 0-d integer "
         "tensors (Mimi, EnCodec), else its TorchScript exporter at each length; run as `bench` runs ONNX Runtime), "

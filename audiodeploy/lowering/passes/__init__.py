@@ -29,6 +29,7 @@ from audiodeploy.lowering.passes.depthwise_transposed_conv_as_phases import Dept
 from audiodeploy.lowering.passes.drop_aliases import DropAliasesPass
 from audiodeploy.lowering.passes.drop_arithmetic_with_neutral_fills import DropArithmeticWithNeutralFillsPass
 from audiodeploy.lowering.passes.drop_masks_that_mask_nothing import DropMasksThatMaskNothingPass
+from audiodeploy.lowering.passes.drop_unread_constants import DropUnreadConstantsPass
 from audiodeploy.lowering.passes.embedding_as_one_hot_gemm import EmbeddingAsOneHotGemmPass
 from audiodeploy.lowering.passes.erf_gelu_as_gelu import ErfGeluAsGeluPass
 from audiodeploy.lowering.passes.full_like_as_clamp import FullLikeAsClampPass
@@ -97,7 +98,8 @@ XNNPACK_REWRITES = (
     TanhGeluAsTanhPass,  # after the two above, which carry a gelu along convolutions as one op, not its pieces
     LstmAsStepsPass,  # late: its slices, cats and permutes are static; no pass after it takes them apart
     IntegerScalarsAsFloatsPass,  # late: also the integer scalars the rewrites above emit
-    StaticReshapePass,  # last: every reshape the others left or emitted
+    StaticReshapePass,  # every reshape the others left or emitted
+    DropUnreadConstantsPass,  # last: what the model never read, and what the rewrites above left unread
 )
 
 
