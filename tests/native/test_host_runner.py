@@ -11,6 +11,7 @@ import jsonschema
 import pytest
 import torch
 
+import audiodeploy
 from audiodeploy.native import NativeError, RunOptions, run_runner
 from audiodeploy.native import run as native_run
 from audiodeploy.native.run import RunnerCpu, RunnerInput, RunnerOutput
@@ -178,3 +179,32 @@ def test_python_side_raises_the_runners_message(host_runner, tiny_program):
         run_runner(host_runner, tiny_program.path, [torch.randn(1, CHANNELS, 65)])
     with pytest.raises(NativeError, match="model file .* does not exist"):
         run_runner(host_runner, tiny_program.path.with_name("absent.pte"), options=RunOptions(fill="zeros"))
+
+
+class SharedWeightChain(torch.nn.Module):
+    """One 1 MiB weight read by `steps` GEMMs in a row, as an LSTM unrolled over its frames reads its recurrent one."""
+
+    def __init__(self, steps: int) -> None:
+        super().__init__()
+        self.steps = steps
+        self.linear = torch.nn.Linear(512, 512, bias=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        for _ in range(self.steps):
+            x = torch.tanh(self.linear(x))
+        return x
+
+
+def test_a_weight_many_gemms_read_is_packed_once(host_runner, tmp_path):
+    """XNNPACK packs a weight once per operator unless its weight cache is on (the runner turns it on): forty GEMMs
+    of one 1 MiB weight held 40 MiB of copies, and an unrolled LSTM 148 copies of its 4 MiB recurrent weight."""
+    torch.manual_seed(0)
+    x = torch.randn(1, 512)
+    peaks = {}
+    for steps in (1, 40):
+        module = SharedWeightChain(steps).eval()
+        path = audiodeploy.lower(module, (x,)).save(tmp_path / f"chain{steps}.pte")
+        result = run_runner(host_runner, path, [x], RunOptions(iterations=1))
+        torch.testing.assert_close(result.outputs[0], module(x).detach(), atol=ATOL, rtol=1e-4)
+        peaks[steps] = result.report.peak_rss_bytes
+    assert peaks[40] - peaks[1] < 10 << 20, peaks  # 39 more copies would be 39 MiB
