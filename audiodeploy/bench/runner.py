@@ -265,26 +265,21 @@ def _check_recipe_target(request: BenchRequest) -> None:
         )
 
 
-_BENCHED_METHODS: Mapping[str, tuple[str, ...]] = {"codec": ("encode", "decode"), "tts": ("decode",)}
-"""The methods bench measures of a recipe whose program has several, by its task; every other recipe's program
-has one, ``forward``."""
-
-
 def measured_method(recipe: Recipe[Any], method: str | None) -> str:
     """The method of `recipe`'s program that bench measures: `method` when it names one bench measures, by default
     the one that takes the recipe's input (:func:`~audiodeploy.program.description.main_method`)."""
-    from audiodeploy.program.description import main_method
+    from audiodeploy.program.description import ENCODE_METHOD, main_method, methods_of_task
 
     if method is None:
         return main_method(recipe.task)
-    methods = _BENCHED_METHODS.get(recipe.task, ("forward",))
-    if method in methods:
-        return method
-    if recipe.task == "tts" and method == "encode":
+    if recipe.task == "tts" and method == ENCODE_METHOD:
         raise BenchError(
             f"--method encode: {recipe.name}'s encode takes token ids, whose count is no length in seconds; bench its "
             "decode (latents to speech), or time the whole chain on a text with `audiodeploy run`"
         )
+    methods = methods_of_task(recipe.task)
+    if method in methods:
+        return method
     if len(methods) == 1:
         raise BenchError(f"--method {method}: {recipe.name}'s program has one method, {methods[0]}; leave --method out")
     raise BenchError(f"--method {method}: {recipe.name}'s program has {_listed(methods)}; give one of them")

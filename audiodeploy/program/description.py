@@ -41,12 +41,22 @@ DECODE_METHOD: Final = "decode"
 """The two methods of a codec program, and of a text-to-speech one; every other program has one, ``forward``."""
 
 _METHOD_OF_TASK: Mapping[Task, str] = {"codec": ENCODE_METHOD, "tts": DECODE_METHOD}
+_METHODS_OF_TASK: Mapping[Task, tuple[str, ...]] = {
+    "codec": (ENCODE_METHOD, DECODE_METHOD),
+    "tts": (ENCODE_METHOD, DECODE_METHOD),
+}
 
 
 def main_method(task: Task) -> str:
     """The method that takes a description's `input` and gives its `output`: a codec's ``encode`` (audio to codes),
     a text-to-speech program's ``decode`` (latents to speech), else ``forward``."""
     return _METHOD_OF_TASK.get(task, "forward")
+
+
+def methods_of_task(task: Task) -> tuple[str, ...]:
+    """Every method a program of `task` has: a codec's ``encode`` and ``decode``, a text-to-speech program's
+    ``encode`` (text to latents) and ``decode`` (latents to speech), else ``forward`` alone."""
+    return _METHODS_OF_TASK.get(task, (main_method(task),))
 
 
 class DescriptionError(AudiodeployError, ValueError):

@@ -2,8 +2,8 @@
 
 import torch
 
-from audiodeploy.lowering.partitioner import capture_decline_reasons
-from tests.pipeline import lower_and_compare
+from audiodeploy.lowering.partitioner import ExplainingXnnpackPartitioner, capture_decline_reasons
+from tests.pipeline import export_aten, lower_and_compare
 
 
 class ScaledAddmm(torch.nn.Module):
@@ -80,3 +80,38 @@ def test_fp32_reshape_with_two_dynamic_sizes_stays_outside_with_its_reason():
     declined = [reason for node, node_reasons in reasons.items() if "unsqueeze" in node for reason in node_reasons]
     assert len(declined) == 1 and "reshape infers at most one dynamic size" in declined[0], reasons
     assert declined[0].endswith("has 2"), declined
+
+
+class LinearOfAParameterAndOfAnInput(torch.nn.Module):
+    """One linear XNNPACK takes (a parameter's weight) and, with `weight_from_input`, one it declines (a weight that
+    is an input)."""
+
+    def __init__(self, weight_from_input: bool) -> None:
+        super().__init__()
+        self.linear = torch.nn.Linear(8, 8)
+        self.weight_from_input = weight_from_input
+
+    def forward(self, x, w):
+        y = self.linear(x)
+        return torch.nn.functional.linear(y, w) if self.weight_from_input else y + w.sum()
+
+
+def _kept_whole(module: torch.nn.Module):
+    inputs = (torch.randn(4, 8), torch.randn(8, 8))
+    program = export_aten(module.eval(), inputs)
+    return ExplainingXnnpackPartitioner().ops_to_not_decompose(program), inputs
+
+
+def test_ops_kept_whole_need_no_filter_when_every_node_of_them_passes_it():
+    (ops, keeps), _ = _kept_whole(LinearOfAParameterAndOfAnInput(weight_from_input=False))
+    assert torch.ops.aten.linear.default in ops
+    assert keeps is None  # edge lowering takes its one-decomposition path
+
+
+def test_a_node_the_filter_declines_brings_the_filter_back_and_lowering_matches_eager():
+    torch.manual_seed(0)
+    module = LinearOfAParameterAndOfAnInput(weight_from_input=True)
+    (ops, keeps), inputs = _kept_whole(module)
+    assert torch.ops.aten.linear.default in ops and keeps is not None
+    report = lower_and_compare(module.eval(), inputs)
+    assert not any("linear" in op for op in report.ops_outside_delegates), report.ops_outside_delegates
