@@ -209,13 +209,19 @@ def lowered_tiny_recipe(
     return _lowered_tiny_recipe(name, recipe.variant(variant).name, recipe.source(source))
 
 
+def tiny_length_range(name: str):
+    """The lengths a recipe's tiny variant is lowered for in the tests: a vocoder's 0.1-0.5 s of audio, else the
+    recipe's own range (None)."""
+    from audiodeploy import recipes
+
+    return recipes.LengthRange(0.1, 0.5) if recipes.get(name).task == "vocoder" else None
+
+
 @functools.cache
 def _lowered_tiny_recipe(name: str, variant: str, source: str) -> tuple[BuiltModel, LoweredProgram]:
     from audiodeploy import recipes
 
-    recipe = recipes.get(name)
-    length_range = recipes.LengthRange(0.1, 0.5) if recipe.task == "vocoder" else None
-    built = recipe.build(variant=variant, source=source, length_range=length_range)
+    built = recipes.get(name).build(variant=variant, source=source, length_range=tiny_length_range(name))
     # Seeded synthetic weights: every worker builds the same module, and the first to ask lowers it.
     lowered = shared_value(
         f"lowered-{name}-{variant}-{source}",

@@ -7,8 +7,9 @@ delegate with nothing outside over the recipes' full 1-10 s range.
 One lowering per distinct graph: torchaudio's wav2vec2 and HuBERT write, after export and the rewrites, the graph
 transformers' do, node for node (every op and every shape; transformers adds one unused parameter), and HuBERT's
 pre-norm layout (tiny-large) writes wav2vec2's (tiny-lv60). HuBERT's tiny writes wav2vec2's tiny after the
-waveform's normalization, which wav2vec2's tiny has and HuBERT's base checkpoints go without. What XNNPACK delegates and how the fold goes are
-decided by that graph, so such a case is checked on it: the same graph as the lowered one, and the same numbers as
+waveform's normalization, which wav2vec2's tiny has and HuBERT's base checkpoints go without. SpeechT5's HiFi-GAN
+with spectral norm writes, once its weights are folded, the graph it writes with weight norm. What XNNPACK delegates
+is decided by that graph, so such a case is checked on it: the same graph as the lowered one, and the same numbers as
 its own eager module at both ends of the range. WavLM's two sources write different graphs (torchaudio's attention
 uses ``baddbmm``) and both are lowered. (A tiny lowering is 20-35 s of CPU here; these five would be a seventh of
 the suite's.)"""
@@ -19,8 +20,8 @@ import pytest
 import torch
 
 from audiodeploy import recipes
-from audiodeploy.lowering.passes import rewrite_for_xnnpack
-from tests.pipeline import export_aten, lowered_tiny_recipe, run_lowered
+from tests.pipeline import lowered_tiny_recipe, run_lowered, tiny_length_range
+from tests.pipeline import rewritten as rewritten_program
 from tests.shared import shared_value
 
 GEMM_OPS = {"aten.convolution", "aten.linear", "aten.addmm", "aten.mm"}
@@ -50,7 +51,12 @@ WHOLE = {"wav2vec2", "hubert"}
 # Families whose torchaudio source writes the transformers source's graph (see the module's docstring).
 SAME_GRAPH_AS_TRANSFORMERS = {"wav2vec2", "hubert"}
 # Variants whose (transformers) graph is another family's variant's, node for node.
-SAME_GRAPH_AS_VARIANT = {("hubert", "tiny-large"): ("wav2vec2", "tiny-lv60"), ("hubert", "tiny"): ("wav2vec2", "tiny")}
+SAME_GRAPH_AS_VARIANT = {
+    ("hubert", "tiny-large"): ("wav2vec2", "tiny-lv60"),
+    ("hubert", "tiny"): ("wav2vec2", "tiny"),
+    # Spectral norm computes its weights from other parameters than weight norm; once folded, the graphs are one.
+    ("speecht5-hifigan", "tiny-spectral-norm"): ("speecht5-hifigan", "tiny"),
+}
 
 # The ops of a waveform's zero-mean, unit-variance normalization (the feature extractor's ``do_normalize``).
 NORMALIZATION_OPS = {
@@ -128,10 +134,11 @@ def test_fp32_tiny_recipe_lowers_with_every_gemm_delegated_and_matches_eager(nam
 
 
 def rewritten(built: recipes.BuiltModel) -> torch.export.ExportedProgram:
-    """The ATen program ``lower()`` partitions: exported over the recipe's range, then rewritten for XNNPACK."""
-    program = export_aten(built.module, built.example_inputs, built.dynamic_shapes)
-    rewrite_for_xnnpack(program)
-    return program
+    """The ATen program ``lower()`` partitions: exported over the recipe's range, rewritten for XNNPACK, and every
+    computed weight folded (none may be left)."""
+    program = rewritten_program(built.module, built.example_inputs, built.dynamic_shapes)
+    assert program.not_folded == (), program.not_folded
+    return program.program
 
 
 def computation(program: torch.export.ExportedProgram) -> list[tuple[str, str]]:
@@ -161,13 +168,20 @@ def after_input_normalization(nodes: list[tuple[str, str]]) -> list[tuple[str, s
 
 @pytest.mark.parametrize("name, variant, source", SAME_GRAPH, ids=["-".join(case) for case in SAME_GRAPH])
 def test_fp32_tiny_recipe_writes_a_lowered_graph_and_matches_eager(name, variant, source):
-    built = recipes.get(name).build(variant=variant, source=source)
+    built = recipes.get(name).build(variant=variant, source=source, length_range=tiny_length_range(name))
     program = rewritten(built)
     lowered_name, lowered_variant, lowered_source = lowered_as((name, variant, source))
     # Three cases write each lowered graph: it is rewritten once per test run (tests/shared.py).
+    lowered_recipe = recipes.get(lowered_name)
     lowered = shared_value(
-        f"rewritten-{lowered_name}-{lowered_variant}-{lowered_source}",
-        lambda: computation(rewritten(recipes.get(lowered_name).build(variant=lowered_variant, source=lowered_source))),
+        f"folded-{lowered_name}-{lowered_variant}-{lowered_source}",
+        lambda: computation(
+            rewritten(
+                lowered_recipe.build(
+                    variant=lowered_variant, source=lowered_source, length_range=tiny_length_range(lowered_name)
+                )
+            )
+        ),
     )
     assert after_input_normalization(computation(program)) == after_input_normalization(lowered)
     # and that graph lowered: every GEMM delegated, one delegate (its case of the test above)
