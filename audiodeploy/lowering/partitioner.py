@@ -54,6 +54,7 @@ from executorch.backends.xnnpack.partition.config.generic_node_configs import (
 from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
 from executorch.exir.backend.partitioner import PartitionResult
 from executorch.exir.backend.utils import WhyNoPartition
+from executorch.exir.dialects.edge._ops import EdgeOpOverload
 from torch.export import ExportedProgram
 from torch.fx.experimental.symbolic_shapes import free_symbols
 from torch.fx.passes.infra.partitioner import Partition
@@ -190,6 +191,29 @@ PARTITIONER_CONFIGS = [
 ]
 
 
+_aten = torch.ops.aten
+_DECOMPOSED_INTO_OTHER_OPS = frozenset(
+    {
+        *(_aten.conv1d.default, _aten.conv2d.default, _aten.conv_transpose1d.default, _aten.pad.default),
+        *(_aten.matmul.default, _aten.baddbmm.default, _aten.softmax.int, _aten.silu.default, _aten.clip.default),
+        *(_aten.clamp_min.default, _aten.rsub.Scalar, _aten.__and__.Tensor, _aten.type_as.default),
+        *(_aten.transpose.int, _aten.squeeze.dim, _aten.unbind.int, _aten.broadcast_tensors.default),
+        *(_aten.reshape.default, _aten.t.default, _aten.arange.start, _aten.zeros.default, _aten.sym_size.int),
+        *(_aten.sum.default, _aten._weight_norm.default, _aten._assert_tensor_metadata.default),
+    }
+)
+"""Ops not in core ATen, found in the programs lowered here, whose decomposition makes convolutions, matrix
+products, elementwise, data-movement or factory ops (or nothing), and never an op XNNPACK keeps whole (see
+`ExplainingXnnpackPartitioner.ops_to_not_decompose`). ``aten.lstm`` is not one: it decomposes into
+``aten.linear``."""
+
+
+def _decomposed(op: torch._ops.OpOverload) -> bool:
+    """Whether edge lowering may decompose `op`: an ATen op outside core ATen. The quantization libraries' ops
+    (``quantized_decomposed``, ``torchao``) it keeps, as ExecuTorch's own ops."""
+    return op.namespace == "aten" and torch.Tag.core not in op.tags
+
+
 class ExplainingXnnpackPartitioner(XnnpackPartitioner):
     """XNNPACK partitioner that keeps, after ``partition()``, why it declined each node.
 
@@ -206,20 +230,31 @@ class ExplainingXnnpackPartitioner(XnnpackPartitioner):
     def ops_to_not_decompose(
         self, ep: ExportedProgram
     ) -> tuple[list[torch._ops.OpOverload], Callable[[torch.fx.Node], bool] | None]:
-        """The ops edge lowering keeps whole for XNNPACK (``aten.linear``, ``aten.elu``, ...), without a filter
-        when every node of them in `ep` passes it.
+        """The ops edge lowering keeps whole for XNNPACK (``aten.linear``, ``aten.elu``, ...), and the filter that
+        says which of their nodes to keep, left out where it would keep every node.
 
-        Given a filter, 1.5.1's ``to_edge_transform_and_lower`` decomposes the program twice more, to keep only
-        the nodes that pass it (about a fifth of a tiny speech encoder's lowering time). When every node passes,
-        both ways keep the same nodes, so the filter is left out and edge lowering takes its one-decomposition
-        path. When some node fails it, the filter is returned and 1.5.1 decides node by node, as stock does.
+        Given a filter, 1.5.1's ``to_edge_transform_and_lower`` decomposes the program twice more: once keeping
+        those ops whole, to filter the nodes it then has, and again (a fifth of a tiny speech encoder's lowering
+        time). Without one, it keeps every node of those ops and decomposes once. Both ways give the same program
+        when every node of those ops passes the filter, and no node left to decompose makes a new one; so the
+        filter is left out only when each op to decompose is one of `_DECOMPOSED_INTO_OTHER_OPS` (SELU, say,
+        decomposes into an ``aten.elu`` with a scale, which XNNPACK declines).
         """
         ops, keeps = super().ops_to_not_decompose(ep)
         if keeps is None:
             return ops, None
-        targets = set(ops)
-        nodes = (n for n in ep.graph.nodes if n.op == "call_function" and n.target in targets)
-        return (ops, None) if all(keeps(node) for node in nodes) else (ops, keeps)
+        kept_whole = set(ops)
+        for node in ep.graph.nodes:
+            # 1.5.1 asks again once the program is lowered, to check what it kept whole: its ops are edge ops then.
+            op = node.target._op if isinstance(node.target, EdgeOpOverload) else node.target
+            if node.op != "call_function" or not isinstance(op, torch._ops.OpOverload):
+                continue
+            if op in kept_whole:
+                if not keeps(node):
+                    return ops, keeps
+            elif _decomposed(op) and op not in _DECOMPOSED_INTO_OTHER_OPS:
+                return ops, keeps
+        return ops, None
 
     def generate_partitions(self, ep: ExportedProgram) -> list[Partition]:
         partitions = super().generate_partitions(ep)

@@ -115,3 +115,11 @@ def test_a_node_the_filter_declines_brings_the_filter_back_and_lowering_matches_
     assert torch.ops.aten.linear.default in ops and keeps is not None
     report = lower_and_compare(module.eval(), inputs)
     assert not any("linear" in op for op in report.ops_outside_delegates), report.ops_outside_delegates
+
+
+def test_an_op_whose_decomposition_may_make_an_op_kept_whole_brings_the_filter_back():
+    """SELU decomposes into an ``aten.elu`` with a scale, which XNNPACK declines: its node is filtered after the
+    decomposition (tests/lowering/test_partitioner_activations.py lowers it)."""
+    program = export_aten(torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.SELU()).eval(), (torch.randn(4, 8),))
+    _, keeps = ExplainingXnnpackPartitioner().ops_to_not_decompose(program)
+    assert keeps is not None
