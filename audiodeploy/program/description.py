@@ -193,12 +193,8 @@ class ProgramDescription(Record):
     @property
     def method_names(self) -> tuple[str, ...]:
         """Every method the description describes: `method`, and a codec's ``decode`` or a text-to-speech program's
-        ``encode``."""
-        if self.decoder is not None:
-            return (self.method, DECODE_METHOD)
-        if self.text is not None:
-            return (ENCODE_METHOD, self.method)
-        return (self.method,)
+        ``encode`` (a codec's description has its `decoder`, a text-to-speech one its `text`: checked)."""
+        return methods_of_task(self.task)
 
     def check_program(self, program: DeclaredProgram, origin: str) -> None:
         """Raise `DescriptionError` unless the program's methods take and give what this description says: its
