@@ -1153,13 +1153,11 @@ def bench(
 ) -> None:
     """`audiodeploy bench`. Long for its option declarations alone, which typer reads from the signature (the help
     is the decorator's); the body turns them into a `BenchRequest` and measures it."""
-    _check_bench_outputs(target, json_path, plot)
-    _restart_with_passive_openmp_threads()
-
     import shlex
 
-    from audiodeploy.bench import BenchRequest, parse_compare
-    from audiodeploy.bench.pos_conv import PosConvShape
+    from audiodeploy.bench.request import BenchRequest, PosConvShape, check, parse_compare
+
+    _check_bench_outputs(target, json_path, plot)
 
     request = BenchRequest(
         target=target,
@@ -1184,6 +1182,8 @@ def bench(
         name=name,
         command=shlex.join(["audiodeploy", *sys.argv[1:]]),
     )
+    check(request)  # without torch, so before the restart: a mistake costs no second process
+    _restart_with_passive_openmp_threads()
     _measure_and_write(request, json_path, plot)
 
 
@@ -1215,10 +1215,9 @@ def _restart_with_passive_openmp_threads() -> None:
 def _measure_and_write(request: BenchRequest, json_path: Path | None, plot: Path | None) -> None:
     """Measure as `request` says, print the table, and write --json and --plot. The chart is drawn before anything
     is written, and matplotlib is looked for before anything is measured."""
-    from audiodeploy.bench import check, format_table, run_bench, write_json
+    from audiodeploy.bench import format_table, run_bench, write_json
     from audiodeploy.bench.plot import render_png, require_matplotlib, write_png
 
-    check(request)
     if plot is not None:
         require_matplotlib()
     record = run_bench(request, log=_log_with_elapsed_time())

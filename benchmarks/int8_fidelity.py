@@ -28,7 +28,8 @@ import torch
 
 from audiodeploy import recipes
 from audiodeploy._files import atomic_write_text
-from audiodeploy.bench.runtimes import OnnxRuntime, export_onnx, int8_scheme, lower_module
+from audiodeploy.bench.request import int8_scheme
+from audiodeploy.bench.runtimes import OnnxRuntime, export_onnx, lower_module
 from audiodeploy.bench.timing import machine_info, set_threads
 from audiodeploy.program.fidelity import frame_argmax_agreement, output_snr_db
 from audiodeploy.recipes.spec import LengthRange

@@ -54,9 +54,10 @@ import audiodeploy
 from audiodeploy._files import atomic_write_text
 from audiodeploy.bench.errors import BenchError
 from audiodeploy.bench.pos_conv import LABELS as LOWERING_LABELS
-from audiodeploy.bench.pos_conv import PosConvShape, build, build_model
+from audiodeploy.bench.pos_conv import build, build_model
+from audiodeploy.bench.request import PosConvShape, require_onnxruntime
 from audiodeploy.bench.results import ms, ops, size
-from audiodeploy.bench.runtimes import OnnxRuntime, require_onnxruntime
+from audiodeploy.bench.runtimes import OnnxRuntime
 from audiodeploy.bench.timing import Runner, machine_info, paired_ratio, set_threads, time_interleaved
 from audiodeploy.runtime import Program
 

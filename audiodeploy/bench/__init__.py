@@ -5,13 +5,14 @@ and ONNX Runtime, in one interleaved run on this machine, or on an Android phone
     record = run_bench(BenchRequest("wav2vec2", variant="tiny", compare=("stock", "eager", "onnxruntime")))
     print(format_table(record))
 
-Modules: ``runner`` (the request and the run), ``runtimes`` (audiodeploy, stock, .pte, eager,
+Modules: ``request`` (what to measure, checked without torch), ``device`` (``--device``), ``runner`` (the run),
+``runtimes`` (audiodeploy, stock, .pte, eager,
 ONNX Runtime), ``transports`` (local, native, qemu-aarch64, adb, ssh), ``timing`` (interleaved timing, shared
 with ``benchmarks/``), ``memory``, ``results`` (the one JSON schema and the table), ``plot``, ``pos_conv`` (the
 ``pos-conv`` target: wav2vec2's weight-normed positional convolution, stock against folded lowering).
 
-Names are imported on first use: the runner imports torch, and reading or writing records (``results``, as
-``benchmarks/generate_models_md.py`` does) should not pay for it.
+Names are imported on first use: the runner imports torch, and neither checking a request nor reading or writing
+records (``results``, as ``benchmarks/generate_models_md.py`` does) should pay for it.
 """
 
 from __future__ import annotations
@@ -23,15 +24,17 @@ from audiodeploy.bench.errors import BenchError
 
 _LAZY = {
     "results": ("SCHEMA", "BenchRecord", "format_table", "read_json", "validate", "write_json"),
-    "runner": ("BenchRequest", "check", "measure_bench", "parse_compare", "run_bench"),
+    "request": ("BenchRequest", "check", "parse_compare"),
+    "runner": ("measure_bench", "run_bench"),
 }
 """Module -> the names imported from it on first use."""
 
 __all__ = ["BenchError", *(name for names in _LAZY.values() for name in names)]
 
 if TYPE_CHECKING:
+    from audiodeploy.bench.request import BenchRequest, check, parse_compare
     from audiodeploy.bench.results import SCHEMA, BenchRecord, format_table, read_json, validate, write_json
-    from audiodeploy.bench.runner import BenchRequest, check, measure_bench, parse_compare, run_bench
+    from audiodeploy.bench.runner import measure_bench, run_bench
 
 
 def __getattr__(name: str) -> Any:

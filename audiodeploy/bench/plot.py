@@ -14,8 +14,8 @@ from typing import Any
 
 from audiodeploy._files import atomic_write_bytes
 from audiodeploy.bench.errors import BenchError
+from audiodeploy.bench.request import BENCH_EXTRA_HINT
 from audiodeploy.bench.results import POS_CONV, where_measured
-from audiodeploy.bench.runtimes import BENCH_EXTRA_HINT
 
 COLORS = {
     "audiodeploy": "#1b7837",

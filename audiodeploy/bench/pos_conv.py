@@ -14,73 +14,18 @@ and the parametrization removed by hand.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from typing import Any
 
 import torch
 from torch.nn.utils import parametrizations
 
-from audiodeploy.bench.errors import BenchError
+from audiodeploy.bench.request import PosConvShape
 from audiodeploy.bench.results import POS_CONV as TARGET
 from audiodeploy.bench.results import aligned, heading, ms, ops, ratio_words
 
 LABELS = {"stock": "stock ExecuTorch (fold=False)", "audiodeploy": "audiodeploy (fold=True)"}
 """The two lowerings as the table (and benchmarks/pos_conv.py) names them."""
-
-
-@dataclass(frozen=True)
-class PosConvShape:
-    """The convolution's size and the input length; the defaults are wav2vec2-base's at 1 s of audio."""
-
-    channels: int = 768
-    """Input = output channels (transformers ``hidden_size``)."""
-    kernel: int = 128
-    """Kernel size (``num_conv_pos_embeddings``); the padding is half of it."""
-    groups: int = 16
-    """Convolution groups (``num_conv_pos_embedding_groups``)."""
-    length: int = 49
-    """Input frames: wav2vec2's feature encoder gives 49 for 1 s at 16 kHz."""
-
-    @classmethod
-    def from_options(
-        cls, channels: int | None, kernel: int | None, groups: int | None, length: int | None
-    ) -> PosConvShape | None:
-        """The shape the command-line options give, the defaults filling those left out; None when none is given
-        (so that a target other than pos-conv can refuse them)."""
-        given = {"channels": channels, "kernel": kernel, "groups": groups, "length": length}
-        if all(value is None for value in given.values()):
-            return None
-        return cls(**{key: value for key, value in given.items() if value is not None})
-
-    @property
-    def padding(self) -> int:
-        return self.kernel // 2
-
-    @property
-    def output_length(self) -> int:
-        return self.length + 2 * self.padding - self.kernel + 1
-
-    def check(self) -> None:
-        """A one-line BenchError for a shape the convolution cannot have."""
-        sizes = {"--channels": self.channels, "--kernel": self.kernel, "--groups": self.groups, "--length": self.length}
-        small = [f"{option} {value}" for option, value in sizes.items() if value < 1]
-        if small:
-            raise BenchError(f"{', '.join(small)}: pos-conv sizes must be at least 1")
-        if self.channels % self.groups:
-            raise BenchError(
-                f"--channels {self.channels} is not divisible by --groups {self.groups}; give a multiple of it"
-            )
-
-    def describe(self) -> str:
-        """The module as PyTorch writes it."""
-        return (
-            f"weight_norm(Conv1d({self.channels}, {self.channels}, {self.kernel}, padding={self.padding}, "
-            f"groups={self.groups}), dim=2)"
-        )
-
-    def gflop(self) -> float:
-        """Multiply-adds x 2 of the grouped convolution, in GFLOP."""
-        return 2 * self.channels * (self.channels // self.groups) * self.kernel * self.output_length / 1e9
 
 
 def build_model(channels: int, kernel: int, groups: int, seed: int) -> torch.nn.Module:

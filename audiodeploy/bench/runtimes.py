@@ -7,7 +7,7 @@
 - ``onnxruntime``: ONNX Runtime on an ONNX export of the whole module (``torch.onnx.export(...,
   dynamo=True)``, the same dynamic length axis; int32 ``index_put`` indices exported as int64, see
   :func:`index_put_with_int64_indices`), all graph optimizations, the same thread count;
-- ``audiodeploy-int8``: ``audiodeploy.lower`` with ``Quantization(<the recipe's first scheme, see int8_scheme>,
+- ``audiodeploy-int8``: ``audiodeploy.lower`` with ``Quantization(<the recipe's first scheme, see request.int8_scheme>,
   keep_fp32=<the recipe's default>)``;
 - ``onnxruntime-int8``: ONNX Runtime on ``onnxruntime.quantization.quantize_dynamic`` (QInt8 weights, per
   tensor, its defaults) of the same ONNX export ``onnxruntime`` runs.
@@ -34,10 +34,8 @@ import torch
 
 from audiodeploy.bench.errors import BenchError
 from audiodeploy.bench.onnx_profile import onnx_profile
+from audiodeploy.bench.request import require_onnxruntime
 from audiodeploy.runtime.profile import Profile
-
-COMPARABLE = ("stock", "eager", "onnxruntime", "audiodeploy-fp16", "audiodeploy-int8", "onnxruntime-int8")
-"""What ``--compare`` accepts, in the order results list them (after ``audiodeploy``)."""
 
 LABELS = {
     "audiodeploy": "audiodeploy (ExecuTorch + XNNPACK, computed weights folded, graph rewritten for XNNPACK)",
@@ -50,15 +48,6 @@ LABELS = {
     "onnxruntime-int8": "ONNX Runtime int8 (quantize_dynamic, QInt8)",
 }
 
-
-def int8_scheme(int8_schemes: Sequence[str]) -> str:
-    """What ``audiodeploy-int8`` lowers a recipe with: the first of its schemes (``Recipe.int8_schemes``), so
-    int8-dynamic for the speech encoders and int8-static for the vocoders, which calibrates on generated signals
-    here; int8-dynamic for a recipe that takes none (its check then refuses it)."""
-    return int8_schemes[0] if int8_schemes else "int8-dynamic"
-
-
-BENCH_EXTRA_HINT = "pip install -e '.[bench]'"
 
 TranslationTable = dict[Callable[..., Any], Callable[..., Any]]
 """``torch.onnx.export(custom_translation_table=...)``: a torch op overload to the function that translates it."""
@@ -265,26 +254,6 @@ class EagerRuntime(Runtime):
     def run(self, inputs: Sequence[torch.Tensor]) -> torch.Tensor:
         with torch.no_grad():
             return self.module(*inputs)
-
-
-def require_onnxruntime(compared: str = "onnxruntime") -> None:
-    """Fail early, in one line, when ``--compare onnxruntime`` (or ``onnxruntime-int8``) cannot be honoured."""
-    missing = [name for name in ("onnxruntime", "onnxscript", "onnx") if not _imports(name)]
-    if missing:
-        raise BenchError(
-            f"--compare {compared} needs {', '.join(missing)}, which {'is' if len(missing) == 1 else 'are'} "
-            f"not installed: {BENCH_EXTRA_HINT}"
-        )
-
-
-def _imports(name: str) -> bool:
-    import importlib
-
-    try:
-        importlib.import_module(name)
-    except ImportError:
-        return False
-    return True
 
 
 class OnnxRuntime(Runtime):

@@ -31,6 +31,11 @@ never a useful baseline.
 With ``merge_partitions=True`` (quantized programs), partitions are merged after 1.5.1's
 partitioner proposes them, see :func:`merge_acyclic_partitions`.
 
+One change that leaves the program as it was and makes lowering about a fifth faster: given a
+filter for the ops it keeps whole, 1.5.1's edge lowering decomposes the graph three times; without
+one, once. :meth:`ExplainingXnnpackPartitioner.ops_to_not_decompose` leaves the filter out where it
+cannot change what is kept (every node passes it, and no op left to decompose can make one).
+
 1.5.1 explains each declined node only in a DEBUG log record
 (``WhyNoPartition``); :func:`capture_decline_reasons` collects those records while
 a lowering runs, so the report can say why a GEMM stayed outside the delegates.

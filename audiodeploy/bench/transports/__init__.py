@@ -15,12 +15,13 @@ only a slow one. One transport a module:
 
 adb and ssh share one implementation of the runner on another machine (:mod:`.remote`); every runner
 transport measures its programs through one loop (:func:`.base.measure_programs`) and builds the project's
-runner and reads its report the same way (:mod:`.project_runner`). ``--device`` is parsed in :mod:`.device`.
+runner and reads its report the same way (:mod:`.project_runner`). ``--device`` is parsed in
+:mod:`audiodeploy.bench.device`, which needs no torch.
 """
 
+from audiodeploy.bench.device import DEVICE_CHOICES, RUNNER_DEVICES, SshDestination, parse_device
 from audiodeploy.bench.transports.adb import REMOTE_DIR, AdbConnection, AdbRunnerTransport
 from audiodeploy.bench.transports.base import Log, Measurement, RunCounts, Transport
-from audiodeploy.bench.transports.device import DEVICE_CHOICES, RUNNER_DEVICES, SshDestination, parse_device
 from audiodeploy.bench.transports.executor_runner import AdbTransport, RunnerTimings, parse_runner_output
 from audiodeploy.bench.transports.local import LocalTransport
 from audiodeploy.bench.transports.native import NativeSideBySide, RunnerTransport

@@ -18,6 +18,7 @@ from typing import Literal, cast
 
 import torch
 
+from audiodeploy.bench.device import RUNNER_DEVICES
 from audiodeploy.bench.errors import BenchError
 from audiodeploy.bench.results import NATIVE_SUFFIX, RunnerTransportDescription, RuntimeDescription
 from audiodeploy.bench.runtimes import ExecuTorchRuntime, Runtime
@@ -31,7 +32,6 @@ from audiodeploy.bench.transports.base import (
     quiet,
     runtime_description,
 )
-from audiodeploy.bench.transports.device import RUNNER_DEVICES
 from audiodeploy.bench.transports.local import LocalTransport
 from audiodeploy.bench.transports.project_runner import build_for_device, report_measurement, run_options
 from audiodeploy.native import BuiltRunner, NativeError, is_emulated, run_runner

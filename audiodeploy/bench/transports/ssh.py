@@ -10,10 +10,10 @@ import subprocess
 from collections.abc import Sequence
 from pathlib import Path
 
+from audiodeploy.bench.device import SshDestination
 from audiodeploy.bench.errors import BenchError
 from audiodeploy.bench.results import SshDevice, SshTransportDescription
 from audiodeploy.bench.transports.base import Log, last_line, quiet
-from audiodeploy.bench.transports.device import SshDestination
 from audiodeploy.bench.transports.project_runner import build_for_device
 from audiodeploy.bench.transports.remote import RemoteRunnerTransport
 from audiodeploy.native import BuiltRunner
