@@ -354,4 +354,5 @@ def _imports(name: str) -> bool:
 
 
 def measured_seconds(request: BenchRequest) -> tuple[float, ...]:
+    """The durations measured, each once and in order: those given, else one second."""
     return tuple(sorted(set(request.seconds or (1.0,))))
