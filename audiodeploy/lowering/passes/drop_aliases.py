@@ -1,4 +1,4 @@
-"""Drop ``detach``, ``alias`` and a concatenation of one tensor: at inference each is its input.
+"""Drop ``detach``, ``alias``, a concatenation of one tensor and a repeat once: at inference each is its input.
 
 A straight-through estimator (DAC's ``projected + (quantized - projected).detach()``, and the ``.detach()`` of
 its training losses) exports as ``aten.detach``, and a slice of a whole dimension (EnCodec's ``padded[..., :end]``
@@ -6,17 +6,19 @@ when no padding was added) as ``aten.alias``; edge lowering writes both as ``ali
 XNNPACK partitioner has no config for ``alias_copy``, so each one copies its tensor on a portable kernel and cuts
 the delegate in two. A concatenation of one tensor (a residual quantizer's ``torch.cat`` of its codes when it
 has one codebook, as Mimi's semantic one) is a copy, which XNNPACK declines as a concatenation of fewer than two.
-A program runs without autograd and the graph is functional: the value is its input's::
+So is a ``repeat`` once along every dimension (SEW-D repeats its position keys over ``batch // heads``, 1 in a
+program of one utterance), which XNNPACK 1.5.1 has no config for. A program runs without autograd and the graph is functional: the value is its input's::
 
     before                         after
 
     x ── detach ── y               x ── y
     x ── alias ── y
     x ── cat([x]) ── y
+    x ── repeat(1, ..., 1) ── y
 
 The pass leaves a ``detach``, an ``alias`` or a concatenation as it is, and does nothing on a program without one,
 when the program returns it directly (the output would then be another value's storage, or the program's input),
-or when the concatenation joins more than one tensor.
+when the concatenation joins more than one tensor, or when the repeat repeats a dimension or adds one.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ aten = torch.ops.aten
 
 
 class DropAliasesPass(NodeRewritePass):
-    targets = frozenset({aten.detach.default, aten.alias.default, aten.cat.default})
+    targets = frozenset({aten.detach.default, aten.alias.default, aten.cat.default, aten.repeat.default})
 
     def rewrite(self, node: torch.fx.Node) -> torch.fx.Node | Skip:
         if any(user.op == "output" for user in node.users):
@@ -39,5 +41,10 @@ class DropAliasesPass(NodeRewritePass):
             if not isinstance(source, (list, tuple)) or len(source) != 1:
                 return Skip("a concatenation of more than one tensor")
             (source,) = source
+        if node.target == aten.repeat.default:
+            repeats = node.args[1]
+            assert isinstance(source, torch.fx.Node)
+            if len(repeats) != source.meta["val"].dim() or any(not (isinstance(r, int) and r == 1) for r in repeats):
+                return Skip(f"repeat{tuple(repeats)} repeats a dimension or adds one")
         assert isinstance(source, torch.fx.Node)
         return source

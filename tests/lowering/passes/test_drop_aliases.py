@@ -1,5 +1,5 @@
-"""A straight-through estimator's detach, a slice of a whole dimension and a concatenation of one tensor, dropped:
-one delegate instead of two around an alias_copy or a cat."""
+"""A straight-through estimator's detach, a slice of a whole dimension, a concatenation of one tensor and a repeat
+once, dropped: one delegate instead of two around an alias_copy, a cat or a repeat."""
 
 from __future__ import annotations
 
@@ -78,6 +78,47 @@ def test_fp32_a_concatenation_of_one_tensor_is_one_delegate():
         also_run=[(torch.randn(1, 3, 4),)],
     )
     assert "aten.cat" in stock.ops_outside_delegates, stock
+
+
+class RepeatedOncePerBatch(torch.nn.Module):
+    """SEW-D's position keys, repeated over ``batch // heads`` (1 here) before the bmm with the queries' heads."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = torch.nn.Conv1d(4, 4, 1)
+
+    def forward(self, x):
+        heads = self.conv(x)  # [2, 4, T]: 2 heads of one utterance
+        keys = torch.tanh(heads).repeat(x.size(0) // 2, 1, 1)
+        return torch.bmm(heads.transpose(1, 2), keys)
+
+
+def test_fp32_a_repeat_once_is_one_delegate():
+    torch.manual_seed(0)
+    stock, _ = lower_stock_and_rewritten(
+        RepeatedOncePerBatch().eval(),
+        (torch.randn(2, 4, 20),),
+        "DropAliasesPass",
+        dynamic_shapes=({2: FRAMES},),
+        also_run=[(torch.randn(2, 4, 4),)],
+    )
+    assert "aten.repeat" in stock.ops_outside_delegates, stock
+
+
+class Repeated(torch.nn.Module):
+    def forward(self, x):
+        return torch.tanh(x.repeat(1, 2)) + torch.tanh(x.repeat(1, 1, 1)).squeeze(0).repeat(1, 2)
+
+
+def test_leaves_a_repeat_that_repeats_or_adds_a_dimension_with_its_reason():
+    ep = export_aten(Repeated(), (torch.randn(2, 3),))
+    rewrite = DropAliasesPass(ep)
+    assert not rewrite(ep.graph_module).modified
+    assert sorted(reason for _, reason in rewrite.skipped) == [
+        "repeat(1, 1, 1) repeats a dimension or adds one",
+        "repeat(1, 2) repeats a dimension or adds one",
+        "repeat(1, 2) repeats a dimension or adds one",
+    ], rewrite.skipped
 
 
 class Returned(torch.nn.Module):

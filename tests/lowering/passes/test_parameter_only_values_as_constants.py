@@ -1,5 +1,5 @@
 """Values computed from parameters alone as constants: Snake's exp and reciprocal in the delegate, GEMM weights left
-to the weight fold, nothing that would grow the program."""
+to the weight fold, nothing that would grow the program, values of a shared table weighed together."""
 
 from __future__ import annotations
 
@@ -40,6 +40,26 @@ class ExpandedBias(torch.nn.Module):
         return x + torch.exp(self.bias).expand(8, 16)
 
 
+class SharedTableProjections(torch.nn.Module):
+    """SEW-D's disentangled attention in small: one relative-position table projected to keys and to queries, each
+    projection as large as the table (``reduce``: each summed to a row per position, a quarter of it)."""
+
+    def __init__(self, reduce: bool = False) -> None:
+        super().__init__()
+        self.table = torch.nn.Parameter(torch.randn(64, 16))
+        self.key = torch.nn.Linear(16, 16)
+        self.query = torch.nn.Linear(16, 16)
+        self.reduce = reduce
+
+    def forward(self, x):
+        keys, queries = self.key(self.table), self.query(self.table)
+        if self.reduce:
+            return x + keys.sum(-1) * queries.sum(-1)
+        # [2 heads, 8, 64 positions], read by a bmm with the [2, T, 8] heads of x: no GEMM weight to fold
+        keys, queries = (projection.view(64, 2, 8).permute(1, 2, 0) for projection in (keys, queries))
+        return torch.bmm(x, keys) + torch.bmm(x, queries)
+
+
 def test_fp32_snake_parameters_become_constants_in_one_delegate():
     torch.manual_seed(0)
     module = SnakeBetaConv().eval()
@@ -63,3 +83,21 @@ def test_leaves_gemm_weights_and_growing_values_as_computed():
 
     expanded = export_aten(ExpandedBias(), (torch.randn(8, 16),))
     assert not ParameterOnlyValuesAsConstantsPass(expanded)(expanded.graph_module).modified
+
+
+def test_values_of_a_shared_table_are_stored_together_and_only_when_smaller_than_it():
+    torch.manual_seed(0)
+    x = torch.randn(2, 20, 8)
+    growing = export_aten(SharedTableProjections().eval(), (x,))
+    constants = ParameterOnlyValuesAsConstantsPass(growing)
+    assert not constants(growing.graph_module).modified
+    # Each projection alone is as large as the table; both are twice it (the table freed only once).
+    assert [reason for _, reason in constants.skipped] == [
+        "its value and 1 other value(s) computed from the same constants would store 8192 bytes where it frees 6272"
+    ] * 2
+    report = lower_and_compare(SharedTableProjections().eval(), (x,), dynamic_shapes=({1: FRAMES},))
+    assert (report.delegates, report.ops_outside_delegates) == (1, {})
+
+    summed = export_aten(SharedTableProjections(reduce=True).eval(), (torch.randn(1, 20, 64),))
+    assert ParameterOnlyValuesAsConstantsPass(summed)(summed.graph_module).modified
+    assert "table" not in summed.state_dict
