@@ -27,12 +27,13 @@ one, when
 - it reads a user input, a size, a buffer the method mutates or a parameter
   tagged for a ``.ptd`` file, or an op in it is impure (random, in place);
 - its value is larger than the sources it reads (an ``expand``): the program
-  would grow. Values computed from shared sources are weighed together: the
-  sources are freed only once every value computed from them is stored, so the
-  values are stored together or not at all. SEW-D's relative-position table
+  would grow. Values computed from shared sources are weighed together, against
+  the sources they read between them: SEW-D's relative-position table
   (``[512, D]``), projected to keys and queries in every layer, gave four values
   each as large as the table, and a program 1.5 times stock's; its projections
-  stay GEMMs, in the delegate.
+  stay GEMMs, in the delegate. (A source something else reads too stays in the
+  program: DAC's codebook, normalized for the search and read by the lookup, is
+  stored twice, as its search then runs in the delegate.)
 """
 
 from __future__ import annotations
@@ -96,8 +97,7 @@ class ParameterOnlyValuesAsConstantsPass(NodeRewritePass):
 
     def _groups_larger_than_what_they_free(self, roots: list[torch.fx.Node]) -> dict[torch.fx.Node, str]:
         """Each root whose group (the roots computed from a constant in common, transitively) would store more
-        bytes than it frees, with the reason. A constant is freed when every op reading it is in the group's
-        computations; one a GEMM or any other op also reads stays in the program."""
+        bytes than the constants the group reads, with the reason."""
         roots = [root for root in roots if isinstance(self._values[root], torch.Tensor)]  # the others stay
         computations = {root: self._computation(root) for root in roots}
         group_of = {root: root for root in roots}  # union-find over roots sharing a constant
@@ -117,15 +117,11 @@ class ParameterOnlyValuesAsConstantsPass(NodeRewritePass):
         too_large = {}
         for members in groups.values():
             computed = set().union(*(computations[root] for root in members))
-            freed = sum(
-                _bytes(self.constants[node])
-                for node in computed
-                if node in self.constants and all(user in computed for user in node.users)
-            )
+            read = sum(_bytes(self.constants[node]) for node in computed if node in self.constants)
             stored = sum(_bytes(self._values[root]) for root in members)
-            if stored > freed:
+            if stored > read:
                 shared = f" and {len(members) - 1} other value(s) computed from the same constants" * (len(members) > 1)
-                reason = f"its value{shared} would store {stored} bytes where it frees {freed}"
+                reason = f"its value{shared} would store {stored} bytes, more than the {read} they read"
                 too_large.update(dict.fromkeys(members, reason))
         return too_large
 
