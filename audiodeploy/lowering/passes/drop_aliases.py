@@ -7,7 +7,8 @@ XNNPACK partitioner has no config for ``alias_copy``, so each one copies its ten
 the delegate in two. A concatenation of one tensor (a residual quantizer's ``torch.cat`` of its codes when it
 has one codebook, as Mimi's semantic one) is a copy, which XNNPACK declines as a concatenation of fewer than two.
 So is a ``repeat`` once along every dimension (SEW-D repeats its position keys over ``batch // heads``, 1 in a
-program of one utterance), which XNNPACK 1.5.1 has no config for. A program runs without autograd and the graph is functional: the value is its input's::
+program of one utterance), which XNNPACK 1.5.1 has no config for. A program runs without autograd and the graph
+is functional: the value is its input's::
 
     before                         after
 
@@ -16,9 +17,10 @@ program of one utterance), which XNNPACK 1.5.1 has no config for. A program runs
     x ── cat([x]) ── y
     x ── repeat(1, ..., 1) ── y
 
-The pass leaves a ``detach``, an ``alias`` or a concatenation as it is, and does nothing on a program without one,
-when the program returns it directly (the output would then be another value's storage, or the program's input),
-when the concatenation joins more than one tensor, or when the repeat repeats a dimension or adds one.
+The pass leaves a ``detach``, an ``alias``, a concatenation or a repeat as it is, and does nothing on a program
+without one, when the program returns it directly (the output would then be another value's storage, or the
+program's input), when the concatenation joins more than one tensor, or when the repeat repeats a dimension or adds
+one.
 """
 
 from __future__ import annotations

@@ -72,7 +72,7 @@ class ParameterOnlyValuesAsConstantsPass(NodeRewritePass):
             and any(user not in self._computed for user in node.users)
         ]
         self._values = {root: self._value(root) for root in roots}
-        self._too_large = self._groups_larger_than_what_they_free(roots)
+        self._too_large = self._groups_larger_than_what_they_read(roots)
         return roots[::-1]
 
     def rewrite(self, root: torch.fx.Node) -> torch.fx.Node | Skip:
@@ -95,7 +95,7 @@ class ParameterOnlyValuesAsConstantsPass(NodeRewritePass):
         known = {node: self.constants[node] for node in computation if node in self.constants}
         return evaluate(sorted(computation, key=order.__getitem__), known)[root]
 
-    def _groups_larger_than_what_they_free(self, roots: list[torch.fx.Node]) -> dict[torch.fx.Node, str]:
+    def _groups_larger_than_what_they_read(self, roots: list[torch.fx.Node]) -> dict[torch.fx.Node, str]:
         """Each root whose group (the roots computed from a constant in common, transitively) would store more
         bytes than the constants the group reads, with the reason."""
         roots = [root for root in roots if isinstance(self._values[root], torch.Tensor)]  # the others stay
@@ -121,7 +121,7 @@ class ParameterOnlyValuesAsConstantsPass(NodeRewritePass):
             stored = sum(_bytes(self._values[root]) for root in members)
             if stored > read:
                 shared = f" and {len(members) - 1} other value(s) computed from the same constants" * (len(members) > 1)
-                reason = f"its value{shared} would store {stored} bytes, more than the {read} they read"
+                reason = f"its value{shared} would store {stored} bytes, more than the {read} bytes of constants read"
                 too_large.update(dict.fromkeys(members, reason))
         return too_large
 

@@ -94,7 +94,7 @@ def test_values_of_a_shared_table_are_stored_together_and_only_when_smaller_than
     # Each projection alone is as large as the table; both are twice it.
     assert [reason for _, reason in constants.skipped] == [
         "its value and 1 other value(s) computed from the same constants would store 8192 bytes, more than the 6272 "
-        "they read"
+        "bytes of constants read"
     ] * 2
     report = lower_and_compare(SharedTableProjections().eval(), (x,), dynamic_shapes=({1: FRAMES},))
     assert (report.delegates, report.ops_outside_delegates) == (1, {})
