@@ -71,7 +71,10 @@ class ParameterOnlyValuesAsConstantsPass(NodeRewritePass):
             and node not in reserved
             and any(user not in self._computed for user in node.users)
         ]
-        self._values = {root: self._value(root) for root in roots}
+        # Each root's computation, found once: a rewrite replaces only roots downstream of those after it.
+        self._computations = {root: ancestors([root], expand=self._computed.__contains__) for root in roots}
+        order = {node: index for index, node in enumerate(self.graph.nodes)}
+        self._values = {root: self._value(root, order) for root in roots}
         self._too_large = self._groups_larger_than_what_they_read(roots)
         return roots[::-1]
 
@@ -81,17 +84,13 @@ class ParameterOnlyValuesAsConstantsPass(NodeRewritePass):
             return Skip("its value is not one tensor")
         if root in self._too_large:
             return Skip(self._too_large[root])
-        for node in self._computation(root):
+        for node in self._computations[root]:
             if node in self.constants:
                 self.release_constant(node)
         return add_constant(self.exported_program, self.graph, f"{root.name}_value", value)
 
-    def _computation(self, root: torch.fx.Node) -> set[torch.fx.Node]:
-        return ancestors([root], expand=self._computed.__contains__)
-
-    def _value(self, root: torch.fx.Node) -> object:
-        computation = self._computation(root)
-        order = {node: index for index, node in enumerate(self.graph.nodes)}
+    def _value(self, root: torch.fx.Node, order: dict[torch.fx.Node, int]) -> object:
+        computation = self._computations[root]
         known = {node: self.constants[node] for node in computation if node in self.constants}
         return evaluate(sorted(computation, key=order.__getitem__), known)[root]
 
@@ -99,7 +98,7 @@ class ParameterOnlyValuesAsConstantsPass(NodeRewritePass):
         """Each root whose group (the roots computed from a constant in common, transitively) would store more
         bytes than the constants the group reads, with the reason."""
         roots = [root for root in roots if isinstance(self._values[root], torch.Tensor)]  # the others stay
-        computations = {root: self._computation(root) for root in roots}
+        computations = {root: self._computations[root] for root in roots}
         group_of = {root: root for root in roots}  # union-find over roots sharing a constant
 
         def find(root: torch.fx.Node) -> torch.fx.Node:
