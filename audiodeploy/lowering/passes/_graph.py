@@ -419,6 +419,30 @@ def evaluate(computation: Iterable[torch.fx.Node], known: Mapping[torch.fx.Node,
     return values
 
 
+def evaluated_at(
+    computation: list[torch.fx.Node],
+    node: torch.fx.Node,
+    sources: Mapping[torch.fx.Node, torch.Tensor],
+    symbol: sympy.Symbol | None,
+    symbol_value: int,
+) -> torch.Tensor:
+    """The real value of ``node``, computed by ``computation`` (graph order; constants from ``sources`` and sizes)
+    when ``symbol`` is ``symbol_value`` (``None``: every size is a number)."""
+    known: dict[torch.fx.Node, Any] = {}
+    for current in computation:
+        if current in sources:
+            known[current] = sources[current]
+        elif current.target == aten.sym_size.int:
+            size = current.meta["val"]
+            # A size without a symbol (the computation depends on none) is its number.
+            known[current] = (
+                int(size.node.expr.subs(symbol, symbol_value))
+                if isinstance(size, torch.SymInt) and symbol is not None
+                else int(size)
+            )
+    return evaluate(computation, known)[node]
+
+
 def constant_sources(ep: ExportedProgram) -> dict[torch.fx.Node, torch.Tensor]:
     """The placeholders holding parameters, unmutated buffers and constants, with their values (ExecuTorch's
     ``get_constant_placeholder_dict``), less the parameters tagged for a ``.ptd`` file: a rewrite must not copy
@@ -569,6 +593,10 @@ class NodeRewritePass(ExportedProgramPass):
         if self._released:
             graph_module.recompile()
         return PassResult(graph_module, bool(self.rewritten))
+
+
+RESHAPES = frozenset({aten.view.default, aten.reshape.default, aten._unsafe_view.default})
+"""The ops that give a tensor's elements another shape, in order."""
 
 
 MOVES_ELEMENTS = frozenset(

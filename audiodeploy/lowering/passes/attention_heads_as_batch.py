@@ -48,6 +48,7 @@ from __future__ import annotations
 import torch
 
 from audiodeploy.lowering.passes._graph import (
+    RESHAPES,
     NodeRewritePass,
     Skip,
     add_constant,
@@ -60,7 +61,6 @@ from audiodeploy.lowering.passes._graph import (
 
 aten = torch.ops.aten
 
-_RESHAPES = {aten.view.default, aten.reshape.default, aten._unsafe_view.default}
 _ARITHMETIC = {
     aten.mul.Tensor,
     aten.div.Tensor,
@@ -111,7 +111,7 @@ def _keeps_batch_dim(node: torch.fx.Node) -> bool:
         return True
     if target == aten.slice.Tensor:
         return args[1] % 4 != 0
-    if target in _RESHAPES:
+    if target in RESHAPES:
         return list(tensor_of(args[0]).shape) == list(tensor_of(node).shape)  # a reshape to the same shape
     if target in _ARITHMETIC:
         if len(args) != 2 or node.kwargs:
@@ -189,7 +189,7 @@ class AttentionHeadsAsBatchPass(NodeRewritePass):
 
 def _reshapes(user: torch.fx.Node, node: torch.fx.Node) -> bool:
     """Whether ``user`` is a reshape of ``node``."""
-    return user.target in _RESHAPES and user.args[0] is node
+    return user.target in RESHAPES and user.args[0] is node
 
 
 def _grow_region(seed: torch.fx.Node, claimed: set[torch.fx.Node]) -> set[torch.fx.Node]:
@@ -226,7 +226,7 @@ def _without_leading_one(entry: torch.fx.Node) -> torch.fx.Node | None:
 
 def _reshape_source(entry: torch.fx.Node) -> torch.fx.Node:
     """Reshape what a reshape read rather than its result: one copy instead of two."""
-    return entry.args[0] if entry.target in _RESHAPES else entry
+    return entry.args[0] if entry.target in RESHAPES else entry
 
 
 def _squeezed_op(graph: torch.fx.Graph, node: torch.fx.Node, squeezed: dict) -> torch.fx.Node:
@@ -245,7 +245,7 @@ def _squeezed_op(graph: torch.fx.Graph, node: torch.fx.Node, squeezed: dict) -> 
         return insert_op(graph, target, (x,), dict(node.kwargs), origin=node)
     if target == aten.slice.Tensor:
         return insert_op(graph, target, (x, args[1] % 4 - 1, *args[2:]), origin=node)
-    if target in _RESHAPES:
+    if target in RESHAPES:
         return x
     other = squeezed.get(args[1], args[1])
     return insert_op(graph, target, (x, other, *args[2:]), dict(node.kwargs), origin=node)

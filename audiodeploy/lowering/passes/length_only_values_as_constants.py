@@ -64,6 +64,9 @@ computation as it is, and does nothing on a program without one, when
 - it reads no parameter or buffer and more than one of its dimensions grows with
   the length (a mask: the constant would grow with the square of the length); what it
   reads is looked at instead;
+- it is elementwise arithmetic larger than each tensor it reads (a broadcast, which the
+  delegate computes) and only the program's computation reads it: what it reads is looked
+  at instead;
 - an op in it is impure or nondeterministic;
 - its size at the longest length exceeds :data:`MAX_CONSTANT_BYTES` (a range long
   enough for that costs more program size than the computation costs time);
@@ -85,13 +88,14 @@ import sympy
 import torch
 from torch.export import ExportedProgram
 from torch.export.graph_signature import InputKind
+from torch.fx.experimental.symbolic_shapes import statically_known_true
 
 from audiodeploy.lowering.passes._graph import (
     NodeRewritePass,
     Skip,
     add_constant,
     ancestors,
-    evaluate,
+    evaluated_at,
     insert_op,
     is_pure,
     is_static,
@@ -106,6 +110,8 @@ relative-position keys: about 1.5 GB at its base size and 10 s); past the budget
 
 _POSITIONS = {aten.arange.default, aten.arange.start, aten.arange.start_step}
 """What a computation of a one-length program starts from when it depends on the length: positions."""
+
+_BROADCASTING_ARITHMETIC = frozenset({aten.mul.Tensor, aten.add.Tensor, aten.sub.Tensor, aten.div.Tensor})
 
 _SIDE_EFFECT_CHECKS = {
     aten._assert_tensor_metadata.default,
@@ -152,7 +158,7 @@ class LengthOnlyValuesAsConstantsPass(NodeRewritePass):
         self._length_only = self._length_only_nodes(self.constants)
         # A grid is left computed (see the module's docstring); what it reads is stored instead, so that its
         # arithmetic on stored positions can run in the delegate.
-        stored = self._length_only - self._grids(self._length_only)
+        stored = self._length_only - self._grids(self._length_only) - self._broadcasts(self._length_only)
         frontier = [n for n in self.graph.nodes if n in stored and self._is_frontier(n, stored)]
         return frontier[::-1]
 
@@ -192,6 +198,27 @@ class LengthOnlyValuesAsConstantsPass(NodeRewritePass):
         read = [n for n in length_only if self._is_frontier(n, length_only) and grid_shaped(n)]
         within = ancestors(read, expand=lambda n: n in length_only and grid_shaped(n))
         return {n for n in within if n in length_only and grid_shaped(n)}
+
+    def _broadcasts(self, length_only: set[torch.fx.Node]) -> set[torch.fx.Node]:
+        """The broadcasts left computed: elementwise arithmetic, read by the program's computation, whose result is
+        larger than each tensor it reads (a row of cosines repeated over the heads). Stored, it would repeat the
+        smaller value in the program; computed, it is one broadcasting op in the delegate, and what it reads is
+        stored instead. A broadcast that more length-only ops read (a grid of distances) is stored with them."""
+
+        def larger_than_each_input(node: torch.fx.Node) -> bool:
+            result = node.meta["val"].numel()
+            inputs = [a.meta["val"] for a in node.all_input_nodes if isinstance(a.meta.get("val"), torch.Tensor)]
+            return all(not statically_known_true(result <= x.numel()) for x in inputs)
+
+        return {
+            n
+            for n in length_only
+            if n.op == "call_function"
+            and n.target in _BROADCASTING_ARITHMETIC
+            and self._is_frontier(n, length_only)
+            and all(u not in length_only for u in n.users)
+            and larger_than_each_input(n)
+        }
 
     @staticmethod
     def _is_frontier(node: torch.fx.Node, length_only: set[torch.fx.Node]) -> bool:
@@ -239,7 +266,7 @@ class LengthOnlyValuesAsConstantsPass(NodeRewritePass):
         length_input = self._length_input(symbol)
         if length_input is None:
             return Skip(f"no user input has a size from which {symbol} can be computed")
-        largest = _evaluate(computation, node, sources, symbol, upper)
+        largest = evaluated_at(computation, node, sources, symbol, upper)
         if self._stored_bytes + largest.numel() * largest.element_size() > MAX_CONSTANT_BYTES:
             return Skip(
                 f"{largest.numel() * largest.element_size() / 2**20:.0f} MiB at the longest length, over what is left "
@@ -247,7 +274,7 @@ class LengthOnlyValuesAsConstantsPass(NodeRewritePass):
             )
         for symbol_value in range(lower, upper):
             corner = largest[tuple(slice(0, size.at(symbol_value)) for _, size in dims)]
-            if not torch.equal(_evaluate(computation, node, sources, symbol, symbol_value), corner):
+            if not torch.equal(evaluated_at(computation, node, sources, symbol, symbol_value), corner):
                 return Skip(f"its value at {symbol} = {symbol_value} is not the corner of its value at {upper}")
 
         self._stored_bytes += largest.numel() * largest.element_size()
@@ -270,7 +297,7 @@ class LengthOnlyValuesAsConstantsPass(NodeRewritePass):
         sources: dict[torch.fx.Node, torch.Tensor],
     ) -> torch.fx.Node | Skip:
         """The value of ``node``, computed at the program's one length, as a constant."""
-        value = _evaluate(computation, node, sources, None, 0)
+        value = evaluated_at(computation, node, sources, None, 0)
         if self._stored_bytes + value.numel() * value.element_size() > MAX_CONSTANT_BYTES:
             return Skip(
                 f"{value.numel() * value.element_size() / 2**20:.0f} MiB, over what is left of the pass's "
@@ -336,29 +363,6 @@ def _computation(node: torch.fx.Node, length_only: set[torch.fx.Node]) -> list[t
     """``node`` and the length-only nodes it is computed from, in graph order."""
     computed_from = ancestors([node], expand=lambda n: n in length_only)
     return [n for n in node.graph.nodes if n in computed_from and n in length_only]
-
-
-def _evaluate(
-    computation: list[torch.fx.Node],
-    node: torch.fx.Node,
-    sources: dict[torch.fx.Node, torch.Tensor],
-    symbol: sympy.Symbol | None,
-    symbol_value: int,
-) -> torch.Tensor:
-    """The real value of ``node`` when ``symbol`` is ``symbol_value`` (``None``: every size is a number)."""
-    known: dict[torch.fx.Node, Any] = {}
-    for current in computation:
-        if current in sources:
-            known[current] = sources[current]
-        elif current.target == aten.sym_size.int:
-            size = current.meta["val"]
-            # A size without a symbol (the computation depends on none) is its number.
-            known[current] = (
-                int(size.node.expr.subs(symbol, symbol_value))
-                if isinstance(size, torch.SymInt) and symbol is not None
-                else int(size)
-            )
-    return evaluate(computation, known)[node]
 
 
 def _erase_orphaned_checks(graph: torch.fx.Graph) -> None:

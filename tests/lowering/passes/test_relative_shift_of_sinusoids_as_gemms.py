@@ -1,0 +1,101 @@
+import math
+
+import torch
+from torch.export import Dim
+
+import audiodeploy
+from audiodeploy.lowering.passes.relative_shift_of_sinusoids_as_gemms import RelativeShiftOfSinusoidsAsGemmsPass
+from tests.pipeline import assert_rewrites, export_aten, lower_and_compare
+
+HEADS, HEAD_DIM, WIDTH, TABLE_POSITIONS = 2, 8, 16, 100
+# A signal of frames, as a feature extractor's output: at a length of frames itself, export cannot prove the skew's
+# view valid ((2T - 1) % T != 0 for every T > 1) and fixes the length.
+SIGNAL = WIDTH * Dim("frames", min=4, max=48)
+
+
+def sinusoids(positions: int, width: int, *, interleaved: bool) -> torch.Tensor:
+    """A Transformer-XL table of distances ``positions - 1 .. -(positions - 1)``: sines and cosines, in pairs of
+    columns (``interleaved``, Wav2Vec2-Conformer's) or in two halves (ESPnet's and NeMo's older layout)."""
+    distances = torch.arange(positions - 1, -positions, -1, dtype=torch.float32).unsqueeze(1)
+    frequencies = torch.exp(torch.arange(0, width, 2, dtype=torch.float32) * -(math.log(10000.0) / width))
+    sines, cosines = torch.sin(distances * frequencies), torch.cos(distances * frequencies)
+    table = torch.stack([sines, cosines], dim=2).flatten(1) if interleaved else torch.cat([sines, cosines], dim=1)
+    return table.unsqueeze(0)
+
+
+class RelativeShiftScores(torch.nn.Module):
+    """Wav2Vec2-Conformer's relative attention: the table cut to the length, projected, scored against the queries
+    and skewed, added to the content scores."""
+
+    def __init__(self, table: torch.Tensor) -> None:
+        super().__init__()
+        self.register_buffer("pe", table, persistent=False)
+        self.linear_pos = torch.nn.Linear(WIDTH, WIDTH, bias=False)
+        self.linear_q = torch.nn.Linear(WIDTH, WIDTH)
+        self.pos_bias_v = torch.nn.Parameter(torch.randn(HEADS, HEAD_DIM))
+
+    def forward(self, signal):
+        x = signal.view(1, -1, WIDTH)
+        n = x.shape[1]
+        center = self.pe.shape[1] // 2
+        positions = self.linear_pos(self.pe[:, center - n + 1 : center + n])
+        positions = positions.view(1, -1, HEADS, HEAD_DIM).permute(0, 2, 3, 1)
+        q = self.linear_q(x).view(1, n, HEADS, HEAD_DIM).transpose(1, 2)
+        scores = torch.matmul(q + self.pos_bias_v[None, :, None, :], positions)
+        shape = scores.shape
+        scores = torch.nn.functional.pad(scores, (1, 0)).view(*shape[:2], shape[3] + 1, shape[2])
+        scores = scores[..., 1:, :].view(shape)[..., :n]
+        weights = torch.softmax(torch.matmul(q, q.transpose(-1, -2)) * 0.25 + scores, -1)
+        return torch.matmul(weights, q).transpose(1, 2).reshape(1, n, WIDTH)
+
+
+def _frames(n: int) -> tuple[torch.Tensor]:
+    return (torch.randn(1, n * WIDTH),)
+
+
+def test_fp32_the_relative_shift_is_one_delegate_at_a_dynamic_length():
+    torch.manual_seed(0)
+    module = RelativeShiftScores(sinusoids(TABLE_POSITIONS, WIDTH, interleaved=True)).eval()
+    # Not run: ExecuTorch 1.5.1 fails to load this program (MemoryAllocationFailed parsing a tensor).
+    options = audiodeploy.LoweringOptions(rewrite=False)
+    stock = audiodeploy.lower(module, _frames(20), dynamic_shapes=({1: SIGNAL},), options=options).report
+    stock_forward = stock.methods["forward"]
+    report = lower_and_compare(
+        module, _frames(20), dynamic_shapes=({1: SIGNAL},), also_run=[_frames(4), _frames(48), _frames(33)]
+    )
+    assert stock_forward.delegates > 1, stock_forward
+    assert "RelativeShiftOfSinusoidsAsGemmsPass" in report.rewrites, report.rewrites
+    # The cosines and sines cut to the length (read from the input) before the delegate, as a cut constant is.
+    assert report.delegates == 1, report
+    assert set(report.ops_outside_delegates) <= {"aten.slice_copy", "sym_size.int"}, report
+
+
+def test_fp32_both_table_layouts_become_gemms_and_no_constant_grows_with_the_table():
+    torch.manual_seed(0)
+    for interleaved in (True, False):
+        result = assert_rewrites(
+            RelativeShiftScores(sinusoids(TABLE_POSITIONS, WIDTH, interleaved=interleaved)),
+            [_frames(n) for n in (20, 4, 48, 7)],
+            "RelativeShiftOfSinusoidsAsGemmsPass",
+            {"aten.pad.default": 0, "aten.constant_pad_nd.default": 0},
+            dynamic_shapes=({1: SIGNAL},),
+        )
+        constants = {**result.program.constants, **result.program.state_dict}
+        # cosines and sines of the 8 frequencies at up to 48 positions; the 199-row table is gone
+        assert max(t.numel() for t in constants.values()) <= 48 * WIDTH // 2, {k: t.shape for k, t in constants.items()}
+
+
+def test_leaves_a_shift_of_other_positions_with_its_reason():
+    torch.manual_seed(0)
+    learned = torch.randn(1, 2 * TABLE_POSITIONS - 1, WIDTH)
+    chirp = sinusoids(TABLE_POSITIONS, WIDTH, interleaved=True)
+    distances = torch.arange(TABLE_POSITIONS - 1, -TABLE_POSITIONS, -1, dtype=torch.float32)
+    chirp[0, :, 0], chirp[0, :, 1] = torch.sin(distances**2 / 500), torch.cos(distances**2 / 500)
+    for table, reason in [
+        (learned, "its table's columns do not pair up"),
+        (chirp, "its table's columns are not sinusoids: a pair's phase does not grow linearly"),
+    ]:
+        ep = export_aten(RelativeShiftScores(table), _frames(20), dynamic_shapes=({1: SIGNAL},))
+        rewrite = RelativeShiftOfSinusoidsAsGemmsPass(ep)
+        assert not rewrite(ep.graph_module).modified
+        assert [r for _, r in rewrite.skipped] == [reason], rewrite.skipped
