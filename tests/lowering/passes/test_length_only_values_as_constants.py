@@ -180,3 +180,28 @@ def test_a_size_that_is_not_linear_in_the_length_is_not_read_as_one():
     length = sympy.Symbol("s0", integer=True, positive=True)
     assert _LinearSize.of(FloorDiv(length - 3, 2), length) is None
     assert _LinearSize.of(2 * length - 1, length) == _LinearSize(2, -1)
+
+
+class HeadsBroadcastTable(torch.nn.Module):
+    """A table cut to the length and broadcast over the heads, as a relative shift's keys are."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.register_buffer("table", torch.randn(40, 8))
+        self.register_buffer("heads", torch.ones(2, 1, 1))
+
+    def forward(self, x):  # x [1, T, 8]
+        return x + self.heads * self.table[: x.shape[1]]
+
+
+def test_a_broadcast_of_a_cut_table_is_left_computed_and_the_table_stored_cut():
+    # Stored, the broadcast would be [2, 40, 8] at the longest length: the table twice over.
+    module = HeadsBroadcastTable()
+    ep = export_aten(module, (torch.randn(1, 12, 8),), dynamic_shapes=({1: FRAMES},))
+    rewrite = LengthOnlyValuesAsConstantsPass(ep)
+    rewrite(ep.graph_module)
+    stored = [node for node in ep.graph.nodes if node.op == "placeholder" and node.name.endswith("_at_longest")]
+    assert [tuple(node.meta["val"].shape) for node in stored] == [(40, 8)]
+    assert_op_counts(ep, {"aten.mul.Tensor": 1})
+    result = rewritten(module, (torch.randn(1, 12, 8),), ({1: FRAMES},))
+    assert_program_matches_eager(result.program, module, [(torch.randn(1, frames, 8),) for frames in (4, 40)])
