@@ -42,10 +42,10 @@ cosines and sines are computed in float64 from the fitted frequencies: more exac
 
 The pass leaves the shift as it is, and does nothing on a program without one, when the table has more than
 :data:`MOST_FREQUENCIES_PER_HEAD_SIZE` frequencies per entry of a head (many heads: the GEMMs would cost more than
-the skew saves), the chain is not exactly that
-(a zero ``pad(1, 0)`` of a ``[.., T, 2T - 1]`` float32 product, the views, the slices, each read only by the next),
-``P`` is computed from more than constants and the length, the length has no finite range of one symbol, or
-``P``'s rows are not sinusoids of the frequencies of a table they are computed from.
+the skew saves), the chain is not exactly that (a zero ``pad(1, 0)``, or a ``cat`` after a zero column, of a
+``[.., T, 2T - 1]`` float32 product, the views, the slices, each read only by the next), ``P`` is computed from
+more than constants and the length, the length has no finite range of one symbol, or ``P``'s rows are not
+sinusoids of the frequencies of a table they are computed from.
 """
 
 from __future__ import annotations
@@ -60,6 +60,7 @@ from torch.export import ExportedProgram
 from torch.fx.experimental.symbolic_shapes import statically_known_true
 
 from audiodeploy.lowering.passes._graph import (
+    FILL_VALUES,
     RESHAPES,
     NodeRewritePass,
     Skip,
@@ -97,7 +98,7 @@ misses by a fraction of its size."""
 
 
 class RelativeShiftOfSinusoidsAsGemmsPass(NodeRewritePass):
-    targets = frozenset({aten.pad.default, aten.constant_pad_nd.default})
+    targets = frozenset({aten.pad.default, aten.constant_pad_nd.default, aten.cat.default})
 
     def __init__(self, exported_program: ExportedProgram) -> None:
         super().__init__(exported_program)
@@ -224,12 +225,30 @@ class RelativeShiftOfSinusoidsAsGemmsPass(NodeRewritePass):
         return self._shared[key]
 
 
-def _skew_chain(pad: torch.fx.Node) -> tuple[torch.fx.Node, torch.fx.Node] | Skip:
-    """(the product, the last slice) of a relative shift starting at ``pad``."""
+def _padded_product(pad: torch.fx.Node) -> torch.fx.Node | Skip:
+    """What ``pad`` puts a zero column before: ``pad(x, [1, 0])`` (NeMo's, transformers') or
+    ``cat([zeros, x], -1)`` (ESPnet's)."""
     given = arguments(pad)
+    if pad.target == aten.cat.default:
+        tensors = given["tensors"]
+        if len(tensors) != 2 or given["dim"] not in (-1, tensor_of(pad).dim() - 1):
+            return Skip("it is not a zero column before the first")
+        column, product = tensors
+        if column.target not in FILL_VALUES or FILL_VALUES[column.target](arguments(column)) != 0:
+            return Skip("it is not a zero column before the first")
+        if not sizes_always(operator.eq, tensor_of(column).shape[-1], 1):
+            return Skip("it is not a zero column before the first")
+        return product
     if list(given["pad"]) != [1, 0] or (given.get("value") or 0) != 0 or given.get("mode", "constant") != "constant":
         return Skip("it is not a zero column before the first")
-    product = given["input"]
+    return given["input"]
+
+
+def _skew_chain(pad: torch.fx.Node) -> tuple[torch.fx.Node, torch.fx.Node] | Skip:
+    """(the product, the last slice) of a relative shift starting at ``pad``."""
+    product = _padded_product(pad)
+    if isinstance(product, Skip):
+        return product
     if not isinstance(product, torch.fx.Node) or product.target != aten.matmul.default:
         return Skip("what it pads is not a matmul")
     x = value(product)

@@ -50,6 +50,25 @@ class RelativeShiftScores(torch.nn.Module):
         return torch.matmul(weights, q).transpose(1, 2).reshape(1, n, WIDTH)
 
 
+class EspnetRelativeShiftScores(RelativeShiftScores):
+    """ESPnet's ``rel_shift``: the zero column concatenated, not padded, and the columns kept counted from the
+    distances."""
+
+    def forward(self, signal):
+        x = signal.view(1, -1, WIDTH)
+        n = x.shape[1]
+        center = self.pe.shape[1] // 2
+        positions = self.linear_pos(self.pe[:, center - n + 1 : center + n])
+        positions = positions.view(1, -1, self.heads, self.head_dim).permute(0, 2, 3, 1)
+        q = self.linear_q(x).view(1, n, self.heads, self.head_dim).transpose(1, 2)
+        scores = torch.matmul(q + self.pos_bias_v[None, :, None, :], positions)
+        zero_pad = torch.zeros((*scores.size()[:3], 1), dtype=scores.dtype)
+        padded = torch.cat([zero_pad, scores], dim=-1).view(*scores.size()[:2], scores.size(3) + 1, scores.size(2))
+        scores = padded[:, :, 1:].view_as(scores)[:, :, :, : scores.size(-1) // 2 + 1]
+        weights = torch.softmax(torch.matmul(q, q.transpose(-1, -2)) * 0.25 + scores, -1)
+        return torch.matmul(weights, q).transpose(1, 2).reshape(1, n, WIDTH)
+
+
 def _frames(n: int) -> tuple[torch.Tensor]:
     return (torch.randn(1, n * WIDTH),)
 
@@ -71,14 +90,18 @@ def test_fp32_the_relative_shift_is_one_delegate_at_a_dynamic_length():
     assert set(report.ops_outside_delegates) <= {"aten.slice_copy", "sym_size.int"}, report
 
 
-def test_fp32_both_table_layouts_become_gemms_and_no_constant_grows_with_the_table():
+def test_fp32_both_table_layouts_and_both_zero_columns_become_gemms_and_no_constant_grows_with_the_table():
     torch.manual_seed(0)
-    for interleaved in (True, False):
+    for module_class, interleaved in (
+        (RelativeShiftScores, True),
+        (RelativeShiftScores, False),
+        (EspnetRelativeShiftScores, True),
+    ):
         result = assert_rewrites(
-            RelativeShiftScores(sinusoids(TABLE_POSITIONS, WIDTH, interleaved=interleaved)),
+            module_class(sinusoids(TABLE_POSITIONS, WIDTH, interleaved=interleaved)),
             [_frames(n) for n in (20, 4, 48, 7)],
             "RelativeShiftOfSinusoidsAsGemmsPass",
-            {"aten.pad.default": 0, "aten.constant_pad_nd.default": 0},
+            {"aten.pad.default": 0, "aten.constant_pad_nd.default": 0, "aten.cat.default": 0},
             dynamic_shapes=({1: SIGNAL},),
         )
         constants = {**result.program.constants, **result.program.state_dict}
