@@ -42,31 +42,25 @@ class RelativeShiftScores(torch.nn.Module):
         positions = self.linear_pos(self.pe[:, center - n + 1 : center + n])
         positions = positions.view(1, -1, self.heads, self.head_dim).permute(0, 2, 3, 1)
         q = self.linear_q(x).view(1, n, self.heads, self.head_dim).transpose(1, 2)
-        scores = torch.matmul(q + self.pos_bias_v[None, :, None, :], positions)
-        shape = scores.shape
-        scores = torch.nn.functional.pad(scores, (1, 0)).view(*shape[:2], shape[3] + 1, shape[2])
-        scores = scores[..., 1:, :].view(shape)[..., :n]
+        scores = self.shift(torch.matmul(q + self.pos_bias_v[None, :, None, :], positions))
         weights = torch.softmax(torch.matmul(q, q.transpose(-1, -2)) * 0.25 + scores, -1)
         return torch.matmul(weights, q).transpose(1, 2).reshape(1, n, WIDTH)
+
+    @staticmethod
+    def shift(scores: torch.Tensor) -> torch.Tensor:
+        """transformers' and NeMo's: a zero column padded."""
+        shape = scores.shape
+        padded = torch.nn.functional.pad(scores, (1, 0)).view(*shape[:2], shape[3] + 1, shape[2])
+        return padded[..., 1:, :].view(shape)[..., : shape[2]]
 
 
 class EspnetRelativeShiftScores(RelativeShiftScores):
-    """ESPnet's ``rel_shift``: the zero column concatenated, not padded, and the columns kept counted from the
-    distances."""
-
-    def forward(self, signal):
-        x = signal.view(1, -1, WIDTH)
-        n = x.shape[1]
-        center = self.pe.shape[1] // 2
-        positions = self.linear_pos(self.pe[:, center - n + 1 : center + n])
-        positions = positions.view(1, -1, self.heads, self.head_dim).permute(0, 2, 3, 1)
-        q = self.linear_q(x).view(1, n, self.heads, self.head_dim).transpose(1, 2)
-        scores = torch.matmul(q + self.pos_bias_v[None, :, None, :], positions)
+    @staticmethod
+    def shift(scores: torch.Tensor) -> torch.Tensor:
+        """ESPnet's: a zero column concatenated, and the columns kept counted from the distances."""
         zero_pad = torch.zeros((*scores.size()[:3], 1), dtype=scores.dtype)
         padded = torch.cat([zero_pad, scores], dim=-1).view(*scores.size()[:2], scores.size(3) + 1, scores.size(2))
-        scores = padded[:, :, 1:].view_as(scores)[:, :, :, : scores.size(-1) // 2 + 1]
-        weights = torch.softmax(torch.matmul(q, q.transpose(-1, -2)) * 0.25 + scores, -1)
-        return torch.matmul(weights, q).transpose(1, 2).reshape(1, n, WIDTH)
+        return padded[:, :, 1:].view_as(scores)[:, :, :, : scores.size(-1) // 2 + 1]
 
 
 def _frames(n: int) -> tuple[torch.Tensor]:
