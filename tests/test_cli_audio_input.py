@@ -187,3 +187,25 @@ def test_a_mel_far_off_scale_warns_once_that_the_wav_is_clipped(vocoder_model, t
     np.save(on_scale, 0.5 * np.random.default_rng(0).standard_normal((100, 80)).astype(np.float32))
     result = audiodeploy("run", str(vocoder_model), str(on_scale), "-o", str(tmp_path / "on_scale.wav"))
     assert result.returncode == 0 and "clipped" not in result.stderr, result.stderr
+
+
+@pytest.mark.parametrize("make", ["missing", "directory", "not audio"])
+def test_audio_that_cannot_be_read_is_refused_before_torch_is_imported(asr_model, tmp_path, make):
+    """The same one line as the runtime's, from a process that never imported torch or ExecuTorch (seconds)."""
+    audio = tmp_path / "in.wav"
+    if make == "directory":
+        audio.mkdir()
+    elif make == "not audio":
+        audio.write_text("not audio\n")
+    script = (
+        "import runpy, sys\n"
+        f"sys.argv = ['audiodeploy', 'run', {str(asr_model)!r}, {str(audio)!r}]\n"
+        "try:\n"
+        "    runpy.run_module('audiodeploy', run_name='__main__')\n"
+        "except SystemExit as exit:\n"
+        "    print(exit.code, sorted(name for name in ('torch', 'executorch') if name in sys.modules))\n"
+    )
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=OFFLINE, timeout=120)
+    assert result.stdout.splitlines() == ["2 []"], result
+    expected = {"missing": "no such file", "directory": "is a directory", "not audio": "not a readable audio file"}
+    assert expected[make] in result.stderr and result.stderr.count("\n") == 1, result.stderr
