@@ -52,6 +52,7 @@ in every method.
 from __future__ import annotations
 
 import logging
+import math
 import os
 import re
 import tempfile
@@ -80,6 +81,7 @@ from audiodeploy.lowering.half_precision import as_float16, default_dtype
 from audiodeploy.lowering.integer_constants import export_with_exact_integer_constants
 from audiodeploy.lowering.partitioner import ExplainingXnnpackPartitioner
 from audiodeploy.lowering.passes import Rewritten, rewrite_for_xnnpack
+from audiodeploy.lowering.passes._graph import MOST_LENGTHS_TRIED, is_finite_bound
 from audiodeploy.lowering.passes.fold_computed_gemm_weights import (
     AppliedFold,
     FoldCandidate,
@@ -313,11 +315,78 @@ def _export(name: str, method: Method, *, exact_integer_constants: bool) -> Expo
             f"{name}: the model fixes a size that dynamic_shapes leaves free ({violated}); lower it at a fixed "
             "length and run it in windows, or change the model where it loops or branches on that size"
         ) from error
+    _check_guards_hold_over_range(name, exported)
     # run_decompositions({}) only functionalizes (in-place buffer updates become
     # BUFFER_MUTATION outputs); it is the same first step to_edge takes.
     exported = exported.run_decompositions({})
     compact_constants(exported)
     return exported
+
+
+class _InputSizes:
+    """What a guard of ``torch.export`` reads of an input: ``size()``."""
+
+    def __init__(self, sizes: list[int]) -> None:
+        self._sizes = sizes
+
+    def size(self) -> list[int]:
+        return self._sizes
+
+
+def _check_guards_hold_over_range(name: str, program: ExportedProgram) -> None:
+    """Raise :class:`FixedSizeError` if a guard ``torch.export`` took on the input's sizes fails at a length of the
+    exported range.
+
+    Export does not always refuse a branch that holds only at some lengths: a size that is 0 or 1 by parity (a
+    pooled sequence padded back with ``zeros[:, : n - 2 * (n // 2)]``) can become a guard (``n`` even) that only
+    ``program.module()`` checks on each call. An ExecuTorch program runs none of them, so an odd length then gives a
+    wrong result, silently (20 frames out for 21 in). Each guard is evaluated at every length of the range (or at
+    its ends and 64 lengths between, past :data:`~audiodeploy.lowering.passes._graph.MOST_LENGTHS_TRIED`); a guard
+    that reads what this cannot evaluate is left, and so is a program with more than one dynamic size symbol.
+    """
+    # torch 2.14 keeps the guards only as code for the unlifted module's check; there is no public accessor.
+    guards = getattr(program, "_guards_code", None) or []
+    placeholders = {node.name: node for node in program.graph.nodes if node.op == "placeholder"}
+    inputs = {name: placeholders[name].meta["val"] for name in program.graph_signature.user_inputs}
+    shapes = {n: v.shape for n, v in inputs.items() if isinstance(v, torch.Tensor)}
+    symbols = {
+        s
+        for shape in shapes.values()
+        for size in shape
+        if isinstance(size, torch.SymInt)
+        for s in size.node.expr.free_symbols
+    }
+    if not guards or len(symbols) != 1:
+        return
+    (symbol,) = symbols
+    bounds = program.range_constraints.get(symbol)
+    if bounds is None or not (is_finite_bound(bounds.lower) and is_finite_bound(bounds.upper)):
+        return
+    low, high = int(bounds.lower), int(bounds.upper)
+    step = 1 if high - low < MOST_LENGTHS_TRIED else max(1, (high - low) // 64)
+    compiled = [(guard, compile(guard, "<torch.export guard>", "eval")) for guard in guards]
+    for value in sorted({low, high, *range(low, high + 1, step)}):
+        sizes = {
+            n: [
+                int(size.node.expr.subs(symbol, value)) if isinstance(size, torch.SymInt) else int(size)
+                for size in shape
+            ]
+            for n, shape in shapes.items()
+        }
+        local = {"L": {n: _InputSizes(s) for n, s in sizes.items()}}
+        for guard, code in compiled:
+            try:
+                holds = bool(eval(code, {"math": math}, local))  # torch's own code, of sizes
+            except Exception:  # a guard that reads more than input sizes: not judged
+                continue
+            if not holds:
+                shown = ", ".join(f"{n} of size {tuple(s)}" for n, s in sizes.items())
+                raise FixedSizeError(
+                    f"{name}: torch.export assumed `{guard}` of the input's size, which is false for {shown} in "
+                    "the range dynamic_shapes gives, and the program cannot check it (that length would give wrong "
+                    "results); lower it over lengths where it holds, or change the model where it computes a size "
+                    "from the length"
+                )
 
 
 def _raising_line(error: BaseException) -> str:

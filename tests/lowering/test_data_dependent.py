@@ -100,3 +100,33 @@ def test_a_loop_over_a_dynamic_length_is_one_error_that_says_to_use_windows():
         "specialized it to be a constant (16)); lower it"
     ), message
     assert "at a fixed length and run it in windows" in message and "\n" not in message, message
+
+
+class PadBackToEvenOrOdd(torch.nn.Module):
+    """Frames pooled in pairs and padded back with a slice of a zero row as long as the length is odd (0 or 1 rows):
+    export takes the length as even, a guard that only its own module checks."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.linear = torch.nn.Linear(8, 8)
+        self.register_buffer("zeros", torch.zeros(1, 1, 8))
+
+    def forward(self, signal):
+        x = self.linear(signal.view(1, -1, 8))
+        n = x.shape[1]
+        return torch.cat([x[:, : 2 * (n // 2)] * 2, self.zeros[:, : n - 2 * (n // 2)]], dim=1)
+
+
+def test_a_guard_export_leaves_unchecked_is_refused_at_a_length_where_it_fails():
+    # ExecuTorch 1.5.1 runs the program at 21 frames and returns 20: wrong, silently.
+    frames = Dim("frames", min=4, max=40)
+    with pytest.raises(FixedSizeError) as raised:
+        audiodeploy.lower(PadBackToEvenOrOdd().eval(), (torch.randn(1, 160),), dynamic_shapes=({1: 8 * frames},))
+    message = str(raised.value)
+    assert message.startswith("forward: torch.export assumed `"), message
+    assert "which is false for signal of size (1, 40)" in message and "\n" not in message, message
+    # Over even lengths alone the guard holds: the program lowers.
+    lowered = audiodeploy.lower(
+        PadBackToEvenOrOdd().eval(), (torch.randn(1, 160),), dynamic_shapes=({1: 16 * Dim("pairs", min=2, max=20)},)
+    )
+    assert lowered.report.methods["forward"].delegates >= 1
