@@ -751,7 +751,7 @@ def run(
         refuse_overwrite(output, protected)
         check_writable(output)
     if text_file is None:
-        _check_audio_input(model, source)
+        _check_input_file(model, source)
 
     from audiodeploy.runtime import (
         AudioClassifier,
@@ -791,22 +791,28 @@ def run(
         )
 
 
-def _check_audio_input(model: Path, source: Path) -> None:
-    """Refuse audio that cannot be read (no such file, a directory, a pipe, not audio, a header that lies) before
-    the runtime and torch are imported, as the runtime would refuse it (the same `AudioFile` check): a mistake
-    costs a third of a second, not two. Left to the runtime: a program whose sidecar does not read (its own error),
-    text to speak, and a .npy (a mel, codes)."""
-    from audiodeploy.program.audio import AudioFile
+def _check_input_file(model: Path, source: Path) -> None:
+    """Refuse an input file that cannot be read before the runtime and torch are imported, as the runtime would
+    refuse it (the same checks): audio (no such file, a directory, a pipe, not audio, a header that lies), a
+    vocoder's mel or a codec's codes .npy (no such file, not a regular file, not a numeric .npy). A mistake costs a
+    third of a second, not two. Left to the runtime: a program whose sidecar does not read (its own error), text to
+    speak, and what only the program's shapes can judge (a mel's bins, codes past the codebook)."""
+    from audiodeploy.program.audio import AudioFile, load_npy
     from audiodeploy.program.description import read_sidecar
 
     try:
         description = read_sidecar(model).description
     except AudiodeployError:
         return
-    if description.task == "tts" or source.suffix.lower() == ".npy":
+    if description.task == "tts":
         return
-    with AudioFile(source, description.sample_rate):
-        pass
+    if source.suffix.lower() != ".npy":
+        with AudioFile(source, description.sample_rate):
+            return
+    if description.task == "vocoder":
+        load_npy(source, "mel")
+    elif description.task == "codec":
+        load_npy(source, "codes", "int64")
 
 
 def _names_a_file(path: Path) -> bool:

@@ -368,6 +368,39 @@ def open_audio(
     return AudioArray(audio, sample_rate, source_rate)
 
 
+def load_npy(path: Path, what: str = "mel", dtype: str = "float32") -> np.ndarray:
+    """The array of `what` (a mel, codes) in the .npy at `path`, memory-mapped; `AudioInputError` (one line, naming
+    `what` and how to save it as `dtype`) when it is not a numeric .npy file."""
+    shown = display(path)
+    if not path.exists():
+        kind = "a mel spectrogram .npy or an audio file" if what == "mel" else f"a {what} .npy"
+        raise AudioInputError(f"{shown}: no such file; give {kind}")
+    if not path.is_file():
+        kind = "a directory" if path.is_dir() else "not a regular file (a pipe or device)"
+        raise AudioInputError(f"{shown} is {kind}; save the {what} to a file with numpy.save and give that file")
+    try:
+        # Memory-mapped: a long input is read window by window. Never unpickled: a .npy of Python objects can run
+        # code when loaded, and no input needs it.
+        return np.load(path, mmap_mode="r", allow_pickle=False)
+    except ValueError as error:
+        if "pickle" in str(error) or "Python objects" in str(error):
+            raise AudioInputError(
+                f"{shown}: not a numeric .npy array (it holds Python objects or is not a .npy file); "
+                f"save the {what} as numbers, e.g. numpy.save(path, {what}.astype('{dtype}'))"
+            ) from None
+        raise AudioInputError(
+            f"{shown}: not a readable .npy array ({_one_line(error)}); save the {what} with numpy.save"
+        ) from None
+    except (OSError, EOFError) as error:
+        raise AudioInputError(
+            f"{shown}: not a readable .npy array ({_one_line(error)}); save the {what} with numpy.save"
+        ) from None
+
+
+def _one_line(error: BaseException) -> str:
+    return " ".join(str(error).split())
+
+
 def count_clipped(waveform: np.ndarray) -> int:
     """Samples at or beyond full scale: 16-bit PCM holds them as ±1, whatever they were (a vocoder's tanh output
     saturates at exactly ±1 on a mel far off its scale)."""

@@ -34,6 +34,7 @@ from audiodeploy.program.audio import (
     AudioInputError,
     WavWriter,
     clipping_warning,
+    load_npy,
     open_audio,
 )
 from audiodeploy.program.description import (
@@ -514,7 +515,7 @@ class Vocoder(_Windowed):
         bins = self.spec.feature_size
         is_path = isinstance(source, (str, os.PathLike))
         if is_path and Path(source).suffix.lower() == ".npy":  # type: ignore[arg-type]
-            return self._mel_array(_load_npy(Path(source)), display(source)), lambda: None  # type: ignore[arg-type]
+            return self._mel_array(load_npy(Path(source)), display(source)), lambda: None  # type: ignore[arg-type]
         if not is_path:
             array = np.asarray(source.detach().cpu().numpy() if hasattr(source, "detach") else source)
             # Mono samples are (samples,) or (1, samples); anything else is a mel, checked as one.
@@ -718,7 +719,7 @@ class _CodesDecoder(Vocoder):
 
     def _mel_source(self, source: object, sample_rate: int | None) -> tuple[_MelSource, Callable[[], None]]:
         if isinstance(source, (str, os.PathLike)):
-            array, origin = _load_npy(Path(source), "codes", "int64"), display(source)
+            array, origin = load_npy(Path(source), "codes", "int64"), display(source)
         else:
             array = np.asarray(source.detach().cpu().numpy() if hasattr(source, "detach") else source)
             origin = "the codes"
@@ -908,39 +909,6 @@ class Synthesizer(Vocoder):
 
 def _quoted(text: str) -> str:
     return repr(text) if len(text) <= 40 else repr(text[:37] + "...")
-
-
-def _load_npy(path: Path, what: str = "mel", dtype: str = "float32") -> np.ndarray:
-    """The array of `what` (a mel, codes) in the .npy at `path`, memory-mapped; `AudioInputError` (one line, naming
-    `what` and how to save it as `dtype`) when it is not a numeric .npy file."""
-    shown = display(path)
-    if not path.exists():
-        kind = "a mel spectrogram .npy or an audio file" if what == "mel" else f"a {what} .npy"
-        raise AudioInputError(f"{shown}: no such file; give {kind}")
-    if not path.is_file():
-        kind = "a directory" if path.is_dir() else "not a regular file (a pipe or device)"
-        raise AudioInputError(f"{shown} is {kind}; save the {what} to a file with numpy.save and give that file")
-    try:
-        # Memory-mapped: a long input is read window by window. Never unpickled: a .npy of Python objects can run
-        # code when loaded, and no input needs it.
-        return np.load(path, mmap_mode="r", allow_pickle=False)
-    except ValueError as error:
-        if "pickle" in str(error) or "Python objects" in str(error):
-            raise AudioInputError(
-                f"{shown}: not a numeric .npy array (it holds Python objects or is not a .npy file); "
-                f"save the {what} as numbers, e.g. numpy.save(path, {what}.astype('{dtype}'))"
-            ) from None
-        raise AudioInputError(
-            f"{shown}: not a readable .npy array ({_one_line(error)}); save the {what} with numpy.save"
-        ) from None
-    except (OSError, EOFError) as error:
-        raise AudioInputError(
-            f"{shown}: not a readable .npy array ({_one_line(error)}); save the {what} with numpy.save"
-        ) from None
-
-
-def _one_line(error: BaseException) -> str:
-    return " ".join(str(error).split())
 
 
 def _check_mel_dtype(dtype: np.dtype, origin: str) -> None:
