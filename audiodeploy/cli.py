@@ -750,8 +750,9 @@ def run(
     if output is not None:  # without -o text is printed, and a wav or npy is named after the input
         refuse_overwrite(output, protected)
         check_writable(output)
+    speech = _SpeechOptions(text_file, seed, noise_scale, noise_scale_duration, speaking_rate, speaker)
     if text_file is None:
-        _check_input_file(model, source)
+        _check_input_file(model, source, speech)
 
     from audiodeploy.runtime import (
         AudioClassifier,
@@ -764,9 +765,8 @@ def run(
     )
 
     loaded = load(model)
-    speech = _SpeechOptions(text_file, seed, noise_scale, noise_scale_duration, speaking_rate, speaker)
     if speech.given and not isinstance(loaded, Synthesizer):
-        raise UserError(f"{', '.join(_TTS_OPTIONS)} are for text-to-speech programs; {display(model)} is not one")
+        raise _not_for_this_program(model)
     if loaded.description is not None and loaded.description.weights.startswith("synthetic"):
         # Otherwise random text (or noise) looks like a broken model: say why before the output.
         synthetic = "note: the program has synthetic weights (exported without --weights): its output is meaningless"
@@ -791,7 +791,11 @@ def run(
         )
 
 
-def _check_input_file(model: Path, source: Path) -> None:
+def _not_for_this_program(model: Path) -> UserError:
+    return UserError(f"{', '.join(_TTS_OPTIONS)} are for text-to-speech programs; {display(model)} is not one")
+
+
+def _check_input_file(model: Path, source: Path, speech: _SpeechOptions) -> None:
     """Refuse an input file that cannot be read before the runtime and torch are imported, as the runtime would
     refuse it (the same checks): audio (no such file, a directory, a pipe, not audio, a header that lies), a
     vocoder's mel or a codec's codes .npy (no such file, not a regular file, not a numeric .npy). A mistake costs a
@@ -806,6 +810,8 @@ def _check_input_file(model: Path, source: Path) -> None:
         return
     if description.task == "tts":
         return
+    if speech.given:  # the first mistake, as the runtime's order has it
+        raise _not_for_this_program(model)
     if source.suffix.lower() != ".npy":
         with AudioFile(source, description.sample_rate):
             return
