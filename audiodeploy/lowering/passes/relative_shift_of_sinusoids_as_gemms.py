@@ -108,7 +108,8 @@ class RelativeShiftOfSinusoidsAsGemmsPass(NodeRewritePass):
         shift = _skew_chain(node)
         if isinstance(shift, Skip):
             return shift
-        product, result = shift
+        product, chain = shift
+        result = chain[-1]
         query, positions = product.args[0], product.args[1]
         q, p = value(query), value(positions)
         if q is None or p is None or q.dtype != torch.float32 or p.dtype != torch.float32 or p.dim() < 2:
@@ -152,7 +153,7 @@ class RelativeShiftOfSinusoidsAsGemmsPass(NodeRewritePass):
         if isinstance(fit, Skip):
             return fit
         cosines, sines, longest = fit
-        for check in [u for n in _chain_nodes(node, result) for u in n.users if u.target in _CHECKS]:
+        for check in [u for n in (node, *chain) for u in n.users if u.target in _CHECKS]:
             self.graph.erase_node(check)
         return {result: self._scores(result, query, p.shape[:-1], cosines, sines, frequencies, longest)}
 
@@ -244,8 +245,9 @@ def _padded_product(pad: torch.fx.Node) -> torch.fx.Node | Skip:
     return given["input"]
 
 
-def _skew_chain(pad: torch.fx.Node) -> tuple[torch.fx.Node, torch.fx.Node] | Skip:
-    """(the product, the last slice) of a relative shift starting at ``pad``."""
+def _skew_chain(pad: torch.fx.Node) -> tuple[torch.fx.Node, list[torch.fx.Node]] | Skip:
+    """(the product, the shift's four nodes after ``pad``, the last slice last) of a relative shift starting at
+    ``pad``."""
     product = _padded_product(pad)
     if isinstance(product, Skip):
         return product
@@ -257,11 +259,13 @@ def _skew_chain(pad: torch.fx.Node) -> tuple[torch.fx.Node, torch.fx.Node] | Ski
     rank, rows, columns = x.dim(), x.shape[-2], x.shape[-1]
     if not sizes_always(operator.eq, columns, 2 * rows - 1):
         return Skip("what it pads is not [T, 2T - 1]")
+    if len(product.users) != 1:
+        return Skip("something else reads a step of the shift")
     chain = []
     node = pad
     for expected in ("reshape", "slice", "reshape", "slice"):
         users = [u for u in node.users if u.target not in _CHECKS]
-        if len(users) != 1 or len(product.users) != 1:
+        if len(users) != 1:
             return Skip("something else reads a step of the shift")
         (node,) = users
         if (expected == "reshape") != (node.target in RESHAPES) or (
@@ -289,19 +293,11 @@ def _skew_chain(pad: torch.fx.Node) -> tuple[torch.fx.Node, torch.fx.Node] | Ski
         return Skip("its last slice is not the first columns")
     if not sizes_always(operator.eq, tensor_of(result).shape[-1], rows):
         return Skip("its last slice does not keep T columns")
-    return product, result
+    return product, chain
 
 
 def _same_sizes(a: Sequence[int | torch.SymInt], b: Sequence[int | torch.SymInt]) -> bool:
     return len(a) == len(b) and all(sizes_always(operator.eq, m, n) for m, n in zip(a, b))
-
-
-def _chain_nodes(pad: torch.fx.Node, result: torch.fx.Node) -> list[torch.fx.Node]:
-    """The shift's nodes from ``pad`` to ``result``."""
-    nodes = [pad]
-    while nodes[-1] is not result:
-        nodes.append(next(u for u in nodes[-1].users if u.target not in _CHECKS))
-    return nodes
 
 
 def _frequencies(rows: np.ndarray) -> np.ndarray | Skip:
