@@ -251,9 +251,11 @@ def lower(
             "gives one on audiodeploy.runtime)"
         )
     methods = _as_methods(program, example_inputs, dynamic_shapes)
-    exported = {
-        name: _export(name, method, exact_integer_constants=bool(options.rewrite)) for name, method in methods.items()
+    failing_guards = {
+        name: _failing_guards(name, method, exact_integer_constants=bool(options.rewrite))
+        for name, method in methods.items()
     }
+    exported = {name: _export_decomposed(guarded) for name, (guarded, _) in failing_guards.items()}
     for name, ep in exported.items():
         _check_sizes_follow_from_shapes(name, ep)
     export_ranges = {name: export_symbol_ranges(ep) for name, ep in exported.items()}
@@ -268,6 +270,13 @@ def lower(
     methods_report = {name: _method_report(name, lowered, plans[name], rewrites[name]) for name in exported}
     executorch_program = _to_executorch(lowered)
     buffer, external_data = executorch_program.buffer, _external_data(executorch_program)
+    _check_failing_guards(
+        methods,
+        {name: failing for name, (_, failing) in failing_guards.items()},
+        buffer,
+        next(iter(external_data.values()), None),
+        None if quantization is not None or half else run_program,
+    )
     quantization_report = precision_report = None
     if int8 is not None:
         assert run_program is not None  # refused above
@@ -315,12 +324,24 @@ def _export(name: str, method: Method, *, exact_integer_constants: bool) -> Expo
             f"{name}: the model fixes a size that dynamic_shapes leaves free ({violated}); lower it at a fixed "
             "length and run it in windows, or change the model where it loops or branches on that size"
         ) from error
-    _check_guards_hold_over_range(name, exported)
+    return exported
+
+
+def _failing_guards(
+    name: str, method: Method, *, exact_integer_constants: bool
+) -> tuple[ExportedProgram, list[_FailingGuard]]:
+    """The method exported (:func:`_export`), and the guards of export that fail in its range, where they fail
+    (:func:`_guards_failing_over_range`)."""
+    exported = _export(name, method, exact_integer_constants=exact_integer_constants)
+    return exported, _guards_failing_over_range(name, exported)
+
+
+def _export_decomposed(exported: ExportedProgram) -> ExportedProgram:
     # run_decompositions({}) only functionalizes (in-place buffer updates become
     # BUFFER_MUTATION outputs); it is the same first step to_edge takes.
-    exported = exported.run_decompositions({})
-    compact_constants(exported)
-    return exported
+    decomposed = exported.run_decompositions({})
+    compact_constants(decomposed)
+    return decomposed
 
 
 class _InputSizes:
@@ -333,16 +354,29 @@ class _InputSizes:
         return self._sizes
 
 
-def _check_guards_hold_over_range(name: str, program: ExportedProgram) -> None:
-    """Raise :class:`FixedSizeError` if a guard ``torch.export`` took on the input's sizes fails at a length of the
-    exported range.
+@dataclass(frozen=True)
+class _FailingGuard:
+    """A guard of ``torch.export`` that is false at a length of the range, and the input sizes there."""
+
+    guard: str
+    sizes: dict[str, list[int]]
+
+    def shown_sizes(self) -> str:
+        return ", ".join(f"{n} of size {tuple(s)}" for n, s in self.sizes.items())
+
+
+def _guards_failing_over_range(name: str, program: ExportedProgram) -> list[_FailingGuard]:
+    """Where a guard ``torch.export`` took on the input's sizes is false in the exported range: at the first, a
+    middle and the last such length (none where every guard holds).
 
     Export does not always refuse a branch that holds only at some lengths: a size that is 0 or 1 by parity (a
     pooled sequence padded back with ``zeros[:, : n - 2 * (n // 2)]``) can become a guard (``n`` even) that only
-    ``program.module()`` checks on each call. An ExecuTorch program runs none of them, so an odd length then gives a
-    wrong result, silently (20 frames out for 21 in). Each guard is evaluated at every length of the range (or at
-    its ends and 64 lengths between, past :data:`~audiodeploy.lowering.passes._graph.MOST_LENGTHS_TRIED`); a guard
-    that reads what this cannot evaluate is left, and so is a program with more than one dynamic size symbol.
+    ``program.module()`` checks on each call, and that lowering then relies on. An ExecuTorch program runs none of
+    them, so an odd length gave a wrong result, silently (20 frames out for 21 in). Each guard is evaluated at every
+    length of the range (or at its ends and 64 lengths between, past
+    :data:`~audiodeploy.lowering.passes._graph.MOST_LENGTHS_TRIED`); a guard that reads what this cannot evaluate is
+    left, and so is a program with more than one dynamic size symbol. :func:`_check_failing_guards` judges the
+    lowered program at those lengths.
     """
     # torch 2.14 keeps the guards only as code for the unlifted module's check; there is no public accessor.
     guards = getattr(program, "_guards_code", None) or []
@@ -357,14 +391,15 @@ def _check_guards_hold_over_range(name: str, program: ExportedProgram) -> None:
         for s in size.node.expr.free_symbols
     }
     if not guards or len(symbols) != 1:
-        return
+        return []
     (symbol,) = symbols
     bounds = program.range_constraints.get(symbol)
     if bounds is None or not (is_finite_bound(bounds.lower) and is_finite_bound(bounds.upper)):
-        return
+        return []
     low, high = int(bounds.lower), int(bounds.upper)
     step = 1 if high - low < MOST_LENGTHS_TRIED else max(1, (high - low) // 64)
     compiled = [(guard, compile(guard, "<torch.export guard>", "eval")) for guard in guards]
+    failing: list[_FailingGuard] = []
     for value in sorted({low, high, *range(low, high + 1, step)}):
         sizes = {
             n: [
@@ -380,13 +415,84 @@ def _check_guards_hold_over_range(name: str, program: ExportedProgram) -> None:
             except Exception:  # a guard that reads more than input sizes: not judged
                 continue
             if not holds:
-                shown = ", ".join(f"{n} of size {tuple(s)}" for n, s in sizes.items())
-                raise FixedSizeError(
-                    f"{name}: torch.export assumed `{guard}` of the input's size, which is false for {shown} in "
-                    "the range dynamic_shapes gives, and the program cannot check it (that length would give wrong "
-                    "results); lower it over lengths where it holds, or change the model where it computes a size "
-                    "from the length"
-                )
+                failing.append(_FailingGuard(guard, sizes))
+                break
+    if len(failing) > 3:
+        logger.debug("%s: export's guards fail at %d lengths of the range", name, len(failing))
+    return [failing[i] for i in sorted({0, len(failing) // 2, len(failing) - 1})] if failing else []
+
+
+def _check_failing_guards(
+    methods: Mapping[str, Method],
+    failing: Mapping[str, list[_FailingGuard]],
+    program: bytes,
+    data: bytes | None,
+    run_program: ProgramRunner | None,
+) -> None:
+    """Raise :class:`FixedSizeError` for a method whose export guard fails at a length of its range where the lowered
+    program does not give the model's result.
+
+    Many such guards are harmless: SEW pads its upsampled frames back ``if`` they are fewer than the input's, which
+    export takes at an odd example; at an even length the program pads by 0 frames where the model skips the pad.
+    So the program (run by ``run_program``) and the model run on the same random input at each length
+    :func:`_guards_failing_over_range` gives, and the program is kept, with a warning, where every output matches
+    (float32 programs of float inputs; anything else is refused: there is nothing exact to compare with).
+    """
+    for name, guards in failing.items():
+        if not guards:
+            continue
+        method = methods[name]
+        differing = next(
+            (
+                f
+                for f in guards
+                if run_program is None or not _program_matches_model(program, data, name, method, f, run_program)
+            ),
+            None,
+        )
+        if differing is not None:
+            raise FixedSizeError(
+                f"{name}: torch.export assumed `{differing.guard}` of the input's size, which is false for "
+                f"{differing.shown_sizes()} in the range dynamic_shapes gives, and the program cannot check it (there "
+                "it does not give the model's result); lower it over lengths where it holds, or change the model "
+                "where it computes a size from the length"
+            )
+        logger.warning(
+            "%s: torch.export assumed `%s` of the input's size, which is false in the range dynamic_shapes gives; "
+            "the program gives the model's result there (checked at %s), so it is kept",
+            name,
+            guards[0].guard,
+            "; ".join(f.shown_sizes() for f in guards),
+        )
+
+
+def _program_matches_model(
+    program: bytes, data: bytes | None, name: str, method: Method, failing: _FailingGuard, run_program: ProgramRunner
+) -> bool:
+    """Whether the lowered program gives the model's outputs on random float inputs of the sizes of ``failing``."""
+    examples = method.example_inputs
+    if len(examples) != len(failing.sizes) or not all(
+        isinstance(x, torch.Tensor) and x.dtype == torch.float32 for x in examples
+    ):
+        return False
+    generator = torch.Generator().manual_seed(0)
+    inputs = tuple(torch.randn(s, generator=generator) for s in failing.sizes.values())
+    try:
+        with torch.no_grad():
+            expected = pytree.tree_leaves(method.module(*inputs))
+        (got,) = run_program(program, data, name, [inputs])
+    except Exception:  # the model or the program refuses this length: nothing shows that the program holds there
+        return False
+    return len(got) == len(expected) and all(_same_output(a, b) for a, b in zip(got, expected))
+
+
+def _same_output(got: object, expected: object) -> bool:
+    if not isinstance(expected, torch.Tensor):
+        return got == expected
+    if not isinstance(got, torch.Tensor) or got.shape != expected.shape:
+        return False
+    scale = float(expected.abs().max()) if expected.numel() else 0.0
+    return torch.allclose(got.double(), expected.double(), rtol=1e-4, atol=1e-5 * max(1.0, scale))
 
 
 def _raising_line(error: BaseException) -> str:

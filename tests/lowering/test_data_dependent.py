@@ -9,6 +9,7 @@ from torch.export import Dim
 import audiodeploy
 from audiodeploy.errors import AudiodeployError
 from audiodeploy.lowering import DataDependentShapeError, FixedSizeError, LoweringOptions
+from audiodeploy.runtime import Program
 
 
 class RepeatByCounts(torch.nn.Module):
@@ -130,3 +131,40 @@ def test_a_guard_export_leaves_unchecked_is_refused_at_a_length_where_it_fails()
         PadBackToEvenOrOdd().eval(), (torch.randn(1, 160),), dynamic_shapes=({1: 16 * Dim("pairs", min=2, max=20)},)
     )
     assert lowered.report.methods["forward"].delegates >= 1
+
+
+class PadBackIfShorter(torch.nn.Module):
+    """SEW's upsampling: frames pooled in pairs, repeated back and padded to the input's length `if` that is
+    longer. Export takes the branch of an odd example (a guard: the length is odd); at an even length the program
+    pads by 0 frames, where the model skips the pad: the same result."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.linear = torch.nn.Linear(8, 8)
+
+    def forward(self, signal):
+        x = self.linear(signal.view(1, -1, 8))
+        pooled = torch.nn.functional.avg_pool1d(x.transpose(1, 2), 2).transpose(1, 2)
+        upsampled = pooled.repeat_interleave(2, dim=1)
+        if upsampled.shape[1] < x.shape[1]:
+            upsampled = torch.nn.functional.pad(upsampled, (0, 0, 0, x.shape[1] - upsampled.shape[1]))
+        return upsampled + x
+
+
+def test_a_guard_that_fails_where_the_program_still_gives_the_models_result_is_kept(caplog):
+    module = PadBackIfShorter().eval()
+    with caplog.at_level("WARNING", logger="audiodeploy.lowering.pipeline"):
+        lowered = audiodeploy.lower(
+            module, (torch.randn(1, 8 * 21),), dynamic_shapes=({1: 8 * Dim("frames", min=4, max=40)},)
+        )
+    (warning,) = [r.getMessage() for r in caplog.records if "torch.export assumed" in r.getMessage()]
+    # Checked at the first, a middle and the last even frame count (4, 22, 40 frames).
+    assert warning.endswith(
+        "the program gives the model's result there (checked at signal of size (1, 32); signal of size (1, 176); "
+        "signal of size (1, 320)), so it is kept"
+    ), warning
+    program = Program(lowered.buffer)
+    for frames in (4, 5, 20, 21, 40):
+        signal = torch.randn(1, 8 * frames)
+        with torch.no_grad():
+            torch.testing.assert_close(program.run((signal,))[0], module(signal), rtol=1e-5, atol=1e-5)

@@ -41,6 +41,7 @@ from audiodeploy.lowering.passes.location_variable_conv_as_bmm import LocationVa
 from audiodeploy.lowering.passes.lstm_as_steps import LstmAsStepsPass
 from audiodeploy.lowering.passes.parameter_only_values_as_constants import ParameterOnlyValuesAsConstantsPass
 from audiodeploy.lowering.passes.reflect_padding_as_concat import ReflectPaddingAsConcatPass
+from audiodeploy.lowering.passes.relative_position_gather_as_shift import RelativePositionGatherAsShiftPass
 from audiodeploy.lowering.passes.relative_shift_of_sinusoids_as_gemms import RelativeShiftOfSinusoidsAsGemmsPass
 from audiodeploy.lowering.passes.replicate_padding_as_concat import ReplicatePaddingAsConcatPass
 from audiodeploy.lowering.passes.sdpa_as_matmuls import SdpaAsMatmulsPass
@@ -64,6 +65,7 @@ XNNPACK_REWRITES = (
     DropArithmeticWithNeutralFillsPass,  # before the fills are stored or clamped; frees convolutions to be cut
     ClippedRelativePositionsAsOneHotBmmPass,  # before the next, which would store its [T, T, D] rows
     RelativeShiftOfSinusoidsAsGemmsPass,  # before the next, which would store its position side
+    RelativePositionGatherAsShiftPass,  # before the next, which stores the rows it selects where no larger than the table
     LengthOnlyValuesAsConstantsPass,  # what it replaces may hold reshapes the others would rewrite
     ParameterOnlyValuesAsConstantsPass,  # early: the rewrites below see its values as the constants they are
     IndexingOfLengthCutConstantsPass,  # after the two above, which cut constants to the length; before slice rewrites

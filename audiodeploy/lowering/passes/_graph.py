@@ -857,6 +857,23 @@ def sizes_always(relation: Callable[[Any, Any], Any], a: int | torch.SymInt, b: 
     )
 
 
+METADATA_CHECKS = frozenset({aten._assert_tensor_metadata.default})
+"""The dtype and size checks export leaves on a tensor: a rewrite that no longer computes the tensor drops them."""
+
+
+def length_range(ep: ExportedProgram, size: int | torch.SymInt) -> tuple[sympy.Symbol, int, int] | Skip:
+    """The symbol of a size computed from one symbol, and that symbol's least and greatest value in the export's
+    range; else why not (a fixed size, several symbols, an open range)."""
+    symbols = size.node.expr.free_symbols if isinstance(size, torch.SymInt) else set()
+    if len(symbols) != 1:
+        return Skip("its length is not a size of one symbol")
+    (symbol,) = symbols
+    bounds = ep.range_constraints.get(symbol)
+    if bounds is None or not (is_finite_bound(bounds.lower) and is_finite_bound(bounds.upper)):
+        return Skip(f"{symbol} has no finite range")
+    return symbol, int(bounds.lower), int(bounds.upper)
+
+
 def is_finite_bound(bound: sympy.Expr) -> bool:
     """Whether a range's bound is a number: torch writes an open end as its own ``int_oo``, which sympy calls finite."""
     return bool(bound.is_Integer) and bound not in (int_oo, -int_oo)

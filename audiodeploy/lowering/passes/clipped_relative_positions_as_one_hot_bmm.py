@@ -39,7 +39,8 @@ with a fixed inner size or from elementwise broadcasting; no reshape, squeeze, u
 convolution of a tensor with two symbolic sizes is taken, and a 4-D one cannot be brought back to the
 3-D a ``bmm`` takes. Picking ``C[i, f(i - j)]`` out of ``[T, K]`` rows that way costs ``K``
 multiply-adds a score: fine for a window of ``K`` rows, but the shift's table spans ``2 Tmax - 1``
-distances and SEW-D's buckets 512, ``2 Tmax / D`` and ``512 / D`` times the products they replace.
+distances and SEW-D's buckets 512, ``2 Tmax / D`` and ``512 / D`` times the products they replace
+(:mod:`relative_position_gather_as_shift` makes SEW-D's gather a GEMM and cheap copies instead).
 
 The pass leaves a contraction as it is, and does nothing on a program without one, when its equation is
 not ``bhld,lrd->bhlr``, its query is not a float32 ``[1, H, T, D]`` tensor, its position rows are not an
@@ -49,11 +50,12 @@ high)`` within the table, computed from the length alone, at every length of the
 
 from __future__ import annotations
 
-import sympy
 import torch
 from torch.fx.experimental.symbolic_shapes import statically_known_true
 
 from audiodeploy.lowering.passes._graph import (
+    ARANGE_OPS,
+    METADATA_CHECKS,
     NodeRewritePass,
     Skip,
     add_constant,
@@ -63,14 +65,13 @@ from audiodeploy.lowering.passes._graph import (
     insert_op,
     insert_reshape,
     is_pure,
+    length_range,
     value,
 )
 
 aten = torch.ops.aten
 
 _EQUATION = "bhld,lrd->bhlr"
-_ARANGES = frozenset({aten.arange.default, aten.arange.start, aten.arange.start_step})
-_CHECKS = frozenset({aten._assert_tensor_metadata.default})
 
 
 class ClippedRelativePositionsAsOneHotBmmPass(NodeRewritePass):
@@ -89,14 +90,14 @@ class ClippedRelativePositionsAsOneHotBmmPass(NodeRewritePass):
         table, index = arguments(rows)["weight"], arguments(rows)["indices"]
         if table not in self.constants or self.constants[table].dim() != 2 or self.constants[table].dtype != q.dtype:
             return Skip("the embedding table is not a constant float32 [K, D] tensor")
-        if any(user is not node and user.target not in _CHECKS for user in rows.users):
+        if any(user is not node and user.target not in METADATA_CHECKS for user in rows.users):
             return Skip("something else reads the position rows")
         window = self._window(index, len(self.constants[table]))
         if isinstance(window, Skip):
             return window
         offset, low, high, length, longest = window
         heads, head_dim = int(q.shape[1]), int(q.shape[3])
-        for check in [user for user in rows.users if user.target in _CHECKS]:
+        for check in [user for user in rows.users if user.target in METADATA_CHECKS]:
             self.graph.erase_node(check)  # checks the dtype of the rows the rewrite no longer computes
         return self._one_hot_scores(node, query, table, (offset, low, high), length, longest, heads, head_dim)
 
@@ -114,13 +115,11 @@ class ClippedRelativePositionsAsOneHotBmmPass(NodeRewritePass):
             x.op != "call_function" or not (x.target == aten.sym_size.int or is_pure(x.target)) for x in computation
         ):
             return Skip("its index is computed from more than the length")
-        symbols = n.node.expr.free_symbols
-        bounds = self.exported_program.range_constraints.get(next(iter(symbols))) if len(symbols) == 1 else None
-        if bounds is None or not isinstance(bounds.lower, sympy.Integer) or not isinstance(bounds.upper, sympy.Integer):
-            return Skip("its length has no finite range")
-        (symbol,) = symbols
-        lengths = [x for x in computation if x.target in _ARANGES]
-        ends = [arguments(a)["end"] for a in lengths]
+        span = length_range(self.exported_program, n)
+        if isinstance(span, Skip):
+            return span
+        symbol, first, last = span
+        ends = [arguments(a)["end"] for a in computation if a.target in ARANGE_OPS]
         length = next(
             (e for e in ends if isinstance(e, torch.fx.Node) and statically_known_true(e.meta["val"] == n)), None
         )
@@ -138,14 +137,14 @@ class ClippedRelativePositionsAsOneHotBmmPass(NodeRewritePass):
             }
             return evaluate(order, known)[index]
 
-        longest = at(int(bounds.upper))
+        longest = at(last)
         low, high = int(longest.min()), int(longest.max())
         steps = longest[0]  # j - i = j on the first row
         inner = [j for j in range(len(steps)) if low < int(steps[j]) < high]
         if not inner or low < 0 or high >= table_rows:
             return Skip("its index is not a clipped distance within the table")
         offset = int(steps[inner[0]]) - inner[0]
-        for symbol_value in range(int(bounds.lower), int(bounds.upper) + 1):
+        for symbol_value in range(first, last + 1):
             got = at(symbol_value)
             positions = torch.arange(len(got))
             expected = (positions[None, :] - positions[:, None] + offset).clamp(low, high)

@@ -61,6 +61,7 @@ from torch.fx.experimental.symbolic_shapes import statically_known_true
 
 from audiodeploy.lowering.passes._graph import (
     FILL_VALUES,
+    METADATA_CHECKS,
     RESHAPES,
     NodeRewritePass,
     Skip,
@@ -69,8 +70,8 @@ from audiodeploy.lowering.passes._graph import (
     arguments,
     evaluated_at,
     insert_op,
-    is_finite_bound,
     is_pure,
+    length_range,
     sizes_always,
     tensor_of,
     value,
@@ -78,7 +79,6 @@ from audiodeploy.lowering.passes._graph import (
 
 aten = torch.ops.aten
 
-_CHECKS = frozenset({aten._assert_tensor_metadata.default})
 
 PHASE_TOLERANCE = 2.0**-20
 """Largest departure of a pair's phase from a line, relative to ``1 + `` its largest phase: float32's
@@ -117,13 +117,10 @@ class RelativeShiftOfSinusoidsAsGemmsPass(NodeRewritePass):
         if not all(isinstance(size, int) for size in p.shape[:-1]):
             return Skip("its position side has a symbolic size besides the distances")
         length = tensor_of(product).shape[-2]
-        symbols = length.node.expr.free_symbols if isinstance(length, torch.SymInt) else set()
-        if len(symbols) != 1:
-            return Skip("its length is not a size of one symbol")
-        (symbol,) = symbols
-        bounds = self.exported_program.range_constraints.get(symbol)
-        if bounds is None or not (is_finite_bound(bounds.lower) and is_finite_bound(bounds.upper)):
-            return Skip(f"{symbol} has no finite range")
+        lengths = length_range(self.exported_program, length)
+        if isinstance(lengths, Skip):
+            return lengths
+        symbol, low, high = lengths
         computation = ancestors([positions], expand=lambda n: n not in self.constants and n.target != aten.sym_size.int)
         if any(
             n not in self.constants and n.op != "call_function" or (n.op == "call_function" and not is_pure(n.target))
@@ -146,14 +143,14 @@ class RelativeShiftOfSinusoidsAsGemmsPass(NodeRewritePass):
             order,
             self.constants,
             symbol,
-            (int(bounds.lower), int(bounds.upper)),
+            (low, high),
             length,
             frequencies,
         )
         if isinstance(fit, Skip):
             return fit
         cosines, sines, longest = fit
-        for check in [u for n in (node, *chain) for u in n.users if u.target in _CHECKS]:
+        for check in [u for n in (node, *chain) for u in n.users if u.target in METADATA_CHECKS]:
             self.graph.erase_node(check)
         return {result: self._scores(result, query, p.shape[:-1], cosines, sines, frequencies, longest)}
 
@@ -264,7 +261,7 @@ def _skew_chain(pad: torch.fx.Node) -> tuple[torch.fx.Node, list[torch.fx.Node]]
     chain = []
     node = pad
     for expected in ("reshape", "slice", "reshape", "slice"):
-        users = [u for u in node.users if u.target not in _CHECKS]
+        users = [u for u in node.users if u.target not in METADATA_CHECKS]
         if len(users) != 1:
             return Skip("something else reads a step of the shift")
         (node,) = users
