@@ -252,7 +252,7 @@ def lower(
         )
     methods = _as_methods(program, example_inputs, dynamic_shapes)
     failing_guards = {
-        name: _failing_guards(name, method, exact_integer_constants=bool(options.rewrite))
+        name: _export_with_failing_guards(name, method, exact_integer_constants=bool(options.rewrite))
         for name, method in methods.items()
     }
     exported = {name: _export_decomposed(guarded) for name, (guarded, _) in failing_guards.items()}
@@ -327,13 +327,13 @@ def _export(name: str, method: Method, *, exact_integer_constants: bool) -> Expo
     return exported
 
 
-def _failing_guards(
+def _export_with_failing_guards(
     name: str, method: Method, *, exact_integer_constants: bool
 ) -> tuple[ExportedProgram, list[_FailingGuard]]:
     """The method exported (:func:`_export`), and the guards of export that fail in its range, where they fail
     (:func:`_guards_failing_over_range`)."""
     exported = _export(name, method, exact_integer_constants=exact_integer_constants)
-    return exported, _guards_failing_over_range(name, exported)
+    return exported, _guards_failing_over_range(exported)
 
 
 def _export_decomposed(exported: ExportedProgram) -> ExportedProgram:
@@ -365,7 +365,7 @@ class _FailingGuard:
         return ", ".join(f"{n} of size {tuple(s)}" for n, s in self.sizes.items())
 
 
-def _guards_failing_over_range(name: str, program: ExportedProgram) -> list[_FailingGuard]:
+def _guards_failing_over_range(program: ExportedProgram) -> list[_FailingGuard]:
     """Where a guard ``torch.export`` took on the input's sizes is false in the exported range: at the first, a
     middle and the last such length (none where every guard holds).
 
@@ -417,8 +417,6 @@ def _guards_failing_over_range(name: str, program: ExportedProgram) -> list[_Fai
             if not holds:
                 failing.append(_FailingGuard(guard, sizes))
                 break
-    if len(failing) > 3:
-        logger.debug("%s: export's guards fail at %d lengths of the range", name, len(failing))
     return [failing[i] for i in sorted({0, len(failing) // 2, len(failing) - 1})] if failing else []
 
 
