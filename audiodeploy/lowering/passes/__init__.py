@@ -44,6 +44,7 @@ from audiodeploy.lowering.passes.reflect_padding_as_concat import ReflectPadding
 from audiodeploy.lowering.passes.relative_position_gather_as_shift import RelativePositionGatherAsShiftPass
 from audiodeploy.lowering.passes.relative_shift_of_sinusoids_as_gemms import RelativeShiftOfSinusoidsAsGemmsPass
 from audiodeploy.lowering.passes.replicate_padding_as_concat import ReplicatePaddingAsConcatPass
+from audiodeploy.lowering.passes.reshape_round_trips_around_row_ops import ReshapeRoundTripsAroundRowOpsPass
 from audiodeploy.lowering.passes.sdpa_as_matmuls import SdpaAsMatmulsPass
 from audiodeploy.lowering.passes.size_min_max_as_arithmetic import SizeMinMaxAsArithmeticPass
 from audiodeploy.lowering.passes.split_as_linears import SplitAsLinearsPass
@@ -78,6 +79,7 @@ XNNPACK_REWRITES = (
     EmbeddingAsOneHotGemmPass,  # after the two above: reads the float index, through the views they moved
     CastsBeforeDataMovementPass,  # after it: moves the casts it puts on input codes up past their selections
     DropAliasesPass,  # a detach or a whole-dimension slice is an alias_copy XNNPACK declines
+    ReshapeRoundTripsAroundRowOpsPass,  # after it and the mask passes: only the softmax is left between the reshapes
     UnpackSplitOfCatPass,  # a packed bias split across GEMMs is computed; its pieces are not
     SplitAsLinearsPass,  # after it: a packed bias is unpacked where the linears are separate already
     LocationVariableConvAsBmmPass,  # emits convolutions (stride 1), permutes and reshapes the passes below tidy
