@@ -49,6 +49,7 @@ if TYPE_CHECKING:
     from audiodeploy.recipes.spec import BuiltModel, LengthRange
     from audiodeploy.runtime.model import (
         AudioClassifier,
+        ChunkedCodec,
         Codec,
         FeatureExtractor,
         SpeechRecognizer,
@@ -637,12 +638,13 @@ _NOT_TEXT_SUFFIXES = frozenset(
         ".au",
         ".caf",
         ".npy",
+        ".npz",
         ".pte",
     }
 )
 
 
-def _check_run_output_suffix(output: Path, writes: Literal["text", "wav", "npy"], what: str) -> None:
+def _check_run_output_suffix(output: Path, writes: Literal["text", "wav", "npy", "npz"], what: str) -> None:
     """Refuse an -o whose extension names another kind of file than `run` writes: a vocoder writes a .wav, a
     feature extractor a .npy, a speech recognizer or classifier text (.txt or any name that is not audio). A device
     or pipe (/dev/stdout) has no extension to honour."""
@@ -733,8 +735,9 @@ def run(
     ] = None,
 ) -> None:
     """Run a .pte on input of any length: a transcript for speech recognizers, the top labels for classifiers,
-    a .wav for vocoders, a .npy for feature extractors; a codec encodes audio to codes (.npy) and decodes codes
-    (a .npy) to a .wav; a text-to-speech program speaks text (or --text-file) into a .wav."""
+    a .wav for vocoders, a .npy for feature extractors; a codec encodes audio to codes (.npy; a .npz with a scale
+    per chunk for one that runs on its own chunks) and decodes codes to a .wav; a text-to-speech program speaks
+    text (or --text-file) into a .wav."""
     from audiodeploy.program.description import sidecar_path
 
     if (input is None) == (text_file is None):
@@ -756,6 +759,7 @@ def run(
 
     from audiodeploy.runtime import (
         AudioClassifier,
+        ChunkedCodec,
         Codec,
         FeatureExtractor,
         SpeechRecognizer,
@@ -776,6 +780,8 @@ def run(
         _run_speak(loaded, request, input, speech)
     elif isinstance(loaded, Codec):  # before its base class, the waveform encoders'
         _run_codec(loaded, request)
+    elif isinstance(loaded, ChunkedCodec):
+        _run_chunked_codec(loaded, request)
     elif isinstance(loaded, SpeechRecognizer):
         _run_transcribe(loaded, request)
     elif isinstance(loaded, AudioClassifier):
@@ -812,8 +818,16 @@ def _check_input_file(model: Path, source: Path, speech: _SpeechOptions) -> None
         return
     if speech.given:  # the first mistake, as the runtime's order has it
         raise _not_for_this_program(model)
+    if description.decoder is not None and description.decoder.chunks is not None:
+        from audiodeploy.program.codes import CHUNKED_CODES_SUFFIX, ChunkedCodes
+
+        if source.suffix.lower() == ".npy":
+            raise _codes_npy_for_chunked_codec(source)
+        if source.suffix.lower() == CHUNKED_CODES_SUFFIX:
+            ChunkedCodes.load(source).check(description.decoder, display(source))
+            return
     if source.suffix.lower() != ".npy":
-        with AudioFile(source, description.sample_rate):
+        with AudioFile(source, description.sample_rate, description.input.channels):
             return
     if description.task == "vocoder":
         load_npy(source, "mel")
@@ -929,6 +943,39 @@ def _run_codec(loaded: Codec, request: _RunRequest) -> None:
     out.print(f"wrote {display(target)}: codes of shape {tuple(codes.shape)} (codebooks, frames), int64", markup=False)
 
 
+def _run_chunked_codec(loaded: ChunkedCodec, request: _RunRequest) -> None:
+    """Codes (the .npz its encode writes: codes and a scale per chunk) decode to a .wav; audio encodes to them."""
+    if request.window is not None or request.overlap is not None:
+        raise UserError(
+            "--window and --overlap cut the input into windows; this codec runs on its model's own chunks "
+            f"({loaded.chunk_samples / loaded.sample_rate:g} s): leave them out"
+        )
+    from audiodeploy.program.codes import CHUNKED_CODES_SUFFIX
+
+    suffix = request.input.suffix.lower()
+    if suffix == ".npy":
+        raise _codes_npy_for_chunked_codec(request.input)
+    if suffix == CHUNKED_CODES_SUFFIX:
+        target = _named_output(request, "wav", ".decoded.wav", "a codec decoding codes")
+        _print_written(loaded.decode_to_file(request.input, target, progress=True))
+        return
+    target = _named_output(request, "npz", ".codes.npz", "a codec encoding audio (codes and a scale per chunk)")
+    codes = loaded.encode(request.input, progress=True)
+    codes.save(target)
+    out.print(
+        f"wrote {display(target)}: codes of shape {tuple(codes.codes.shape)} (chunks, codebooks, frames), int64"
+        + (", and a scale per chunk" if codes.scales is not None else ""),
+        markup=False,
+    )
+
+
+def _codes_npy_for_chunked_codec(source: Path) -> UserError:
+    return UserError(
+        f"{display(source)}: this codec's codes are a .npz (codes and a scale per chunk), as its encode writes them "
+        "(`audiodeploy run MODEL.pte audio.wav -o codes.npz`); give that .npz"
+    )
+
+
 def _print_written(written: WrittenAudio) -> None:
     if written.clipping_warning is not None:
         err.print(f"warning: {written.clipping_warning}", markup=False)
@@ -947,7 +994,7 @@ def _write_npy(target: Path, array: np.ndarray) -> None:
     atomic_write_bytes(target, buffer.getvalue())
 
 
-def _named_output(request: _RunRequest, writes: Literal["wav", "npy"], suffix: str, what: str) -> Path:
+def _named_output(request: _RunRequest, writes: Literal["wav", "npy", "npz"], suffix: str, what: str) -> Path:
     """The -o file, its extension checked; without -o, a file named after the input, checked as -o is."""
     if request.output is not None:
         _check_run_output_suffix(request.output, writes, what)
@@ -1074,6 +1121,14 @@ def _print_sidecar_summary(model: Path, buffer: bytes, program: Program | None) 
                 f": encode gives {decoder.codebooks} codebooks of {decoder.codebook_size} entries, a frame every "
                 f"{decoder.input.samples_per_step} samples; decode gives the waveform back"
             )
+            if decoder.chunks is not None:
+                rate = described.sample_rate
+                channels = "stereo " if described.input.channels == 2 else ""
+                scale = " and its scale" if decoder.chunks.scaled else ""
+                named += (
+                    f"; {channels}chunks of {described.input.max_length / rate:g} s every "
+                    f"{decoder.chunks.stride / rate:g} s, each chunk's codes{scale} in a .npz"
+                )
         if described.text is not None:
             text = described.text
             named = (

@@ -10,6 +10,7 @@ that differ from eager's, the decoded waveform's largest difference, and the mac
 
     python benchmarks/codec_methods.py dac --variant 16khz
     python benchmarks/codec_methods.py mimi --variant 8-codebooks --min-seconds 2.5 --seconds 2.5 --seconds 10
+    python benchmarks/codec_methods.py encodec --variant 48khz-6kbps --seconds 1   # one of its own 1 s chunks
 
 Writes benchmarks/results/<recipe>-<variant>-methods.json. Take ratios on an idle machine.
 """
@@ -78,8 +79,10 @@ def main() -> None:
     for length_seconds in seconds:
         waveform = built.input.random_inputs(built.input.length_for_seconds(length_seconds), seed=1)
         with torch.no_grad():
-            codes = built.module(*waveform)
-        for method, module, inputs in (("encode", built.module, waveform), ("decode", built.decoder.module, (codes,))):
+            encoded = built.module(*waveform)
+        # The codes, and a chunked codec's scale beside them (EnCodec at 48 kHz).
+        codes = encoded if isinstance(encoded, tuple) else (encoded,)
+        for method, module, inputs in (("encode", built.module, waveform), ("decode", built.decoder.module, codes)):
             case = _timed(program, method, module, onnx.session(method, module, inputs), inputs, args.runs)
             record["cases"].append({"seconds": length_seconds, "method": method, **case})
             versus = (
@@ -152,9 +155,9 @@ def _timed(
 ) -> dict:
     """The runtimes alternated, a warm-up each first; the medians, their ratios, and how far each output is from
     eager's."""
-    runners = {"audiodeploy": lambda: program.run(inputs, method)[0], "eager": lambda: module(*inputs)}
+    runners = {"audiodeploy": lambda: program.run(inputs, method)[0], "eager": lambda: _first(module(*inputs))}
     if onnx is not None:
-        runners["onnxruntime"] = lambda: onnx.run(inputs)
+        runners["onnxruntime"] = lambda: _first(onnx.run(inputs))
     times: dict[str, list[float]] = {name: [] for name in runners}
     outputs: dict[str, torch.Tensor] = {}
     with torch.no_grad():
@@ -178,6 +181,11 @@ def _timed(
             "onnxruntime_difference": _difference(outputs["onnxruntime"], outputs["eager"]),
         }
     return case
+
+
+def _first(outputs: torch.Tensor | tuple[torch.Tensor, ...] | list[torch.Tensor]) -> torch.Tensor:
+    """The codes or the waveform: a chunked codec's encode also gives the chunk's scale."""
+    return outputs[0] if isinstance(outputs, (tuple, list)) else outputs
 
 
 def _difference(actual: torch.Tensor, expected: torch.Tensor) -> str:

@@ -5,6 +5,10 @@
 first, as a mel is, so that the runtime cuts both into windows along the same axis (`runtime.Codec` gives them as
 transformers does, `(codebooks, frames)`). A family declares its config, its hop and codebooks, and its two export
 wrappers (in `_modules`).
+
+A model that runs on its own chunks (EnCodec at 48 kHz: stereo, 1 s chunks, each normalized by its loudness)
+declares them (`chunks`): its methods then take one chunk, `(1, channels, samples)` to codes and the chunk's scale,
+and back (`audiodeploy.program.description.CodecChunks`).
 """
 
 from __future__ import annotations
@@ -13,8 +17,11 @@ import dataclasses
 from abc import abstractmethod
 from typing import TYPE_CHECKING
 
+from audiodeploy.program.description import CodecChunks
+
 from ._transformers import synthetic_or_loaded, transformers_class
 from ._vocoder import audible_synthetic_init
+from .errors import LengthRangeError
 from .registry import Recipe
 from .spec import (
     CODES_OUTPUT,
@@ -84,7 +91,14 @@ class CodecRecipe(Recipe[ArchitectureT]):
         """Raise `LengthRangeError` for a range the family cannot export; any range `waveform_input` takes, by
         default."""
 
+    def chunks(self, config: PretrainedConfig) -> tuple[CodecChunks, LengthRange] | None:
+        """The model's own chunks and the length of one, when `config` runs on them; None (the default): the
+        program takes the requested length range and the runtime cuts windows."""
+        return None
+
     def _build(self, request: BuildRequest[ArchitectureT]) -> BuiltModel:
+        import torch
+
         model_class = transformers_class(self.transformers_model_class_name)
         model, provenance = synthetic_or_loaded(
             request,
@@ -99,9 +113,17 @@ class CodecRecipe(Recipe[ArchitectureT]):
             notes = ("synthetic convolution weights are LeCun-normal (std 1/sqrt(fan-in)): the codes are noise",)
         config = model.config
         hop, rate = self.hop_length(config), int(config.sampling_rate)
+        chunks = self.chunks(config)
+        if chunks is not None:
+            if request.length_range not in (self.default_length_range, chunks[1]):
+                raise LengthRangeError(
+                    f"length range {request.length_range}: this model runs on its own chunks of {chunks[1]}, which "
+                    "its program takes one at a time; leave --seconds, --min-seconds and --max-seconds out"
+                )
+            request = dataclasses.replace(request, length_range=chunks[1])
         self.check_length_range(request.length_range, hop, rate)
         codebooks, codebook_size = self.codebooks(config, request.variant.architecture)
-        spec = waveform_input(rate, hop, request.length_range)
+        spec = waveform_input(rate, hop, request.length_range, int(getattr(config, "audio_channels", 1)))
         encode, decode = self.export_modules(model.eval(), codebooks)
         built = self._package(request, encode, spec, provenance, notes)
         codes = InputSpec(
@@ -114,11 +136,15 @@ class CodecRecipe(Recipe[ArchitectureT]):
             max_length=spec.max_length // hop,
             feature_size=codebooks,
         )
+        example_codes = codes.random_inputs(codes.example_length, request.seed, codebook_size)
+        scaled = chunks is not None and chunks[0].scaled
         decoder = BuiltDecoder(
             module=decode.eval(),
-            example_inputs=codes.random_inputs(codes.example_length, request.seed, codebook_size),
-            dynamic_shapes=codes.dynamic_shapes(),
+            # A scaled decoder also takes the chunk's loudness: a speech level.
+            example_inputs=(*example_codes, torch.full((1, 1), 0.1)) if scaled else example_codes,
+            dynamic_shapes=(*codes.dynamic_shapes(), {}) if scaled else codes.dynamic_shapes(),
             input=codes,
             codebook_size=codebook_size,
+            chunks=None if chunks is None else chunks[0],
         )
         return dataclasses.replace(built, decoder=decoder)

@@ -205,6 +205,40 @@ class EncodecEncode(nn.Module):
         return codes.transpose(1, 2)
 
 
+class EncodecEncodeChunk(nn.Module):
+    """One chunk `(1, channels, samples)` float32 → `(1, frames, codebooks)` int64 codes at `bandwidth` kbps and,
+    for a normalizing model, the chunk's scale `(1, 1)`: transformers' `EncodecModel` at 48 kHz, one chunk.
+
+    It calls the model's own per-chunk step (`_encode_frame`): `encode` loops over chunks in Python on the input's
+    length, and also encodes the sliver after the last whole chunk, which the runtime leaves out
+    (`audiodeploy.runtime.ChunkedCodec`)."""
+
+    def __init__(self, model: EncodecModel, bandwidth: float) -> None:
+        super().__init__()
+        self.model = model
+        self.bandwidth = bandwidth
+
+    def forward(self, chunk: torch.Tensor) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
+        codes, scale = self.model._encode_frame(chunk, self.bandwidth)
+        if scale is None:
+            return codes.transpose(1, 2)
+        return codes.transpose(1, 2), scale
+
+
+class EncodecDecodeChunk(nn.Module):
+    """One chunk's `(1, frames, codebooks)` int64 codes (and, for a normalizing model, its `(1, 1)` scale) →
+    `(1, channels, frames * hop)` float32: transformers' `EncodecModel._decode_frame`, the step its `decode` runs on
+    each chunk before overlap-adding them (which the runtime does)."""
+
+    def __init__(self, model: EncodecModel) -> None:
+        super().__init__()
+        self.model = model
+
+    def forward(self, codes: torch.Tensor, scale: torch.Tensor | None = None) -> torch.Tensor:
+        waveform: torch.Tensor = self.model._decode_frame(codes.transpose(1, 2), scale)
+        return waveform
+
+
 class EncodecDecode(nn.Module):
     """`(1, frames, codebooks)` int64 codes → `(1, frames * hop)` float32 waveform of transformers' `EncodecModel`."""
 

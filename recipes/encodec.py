@@ -1,14 +1,20 @@
-"""EnCodec, Meta's neural codec (`encodec`): 24 kHz mono waveform to codes and back, from transformers'
-`EncodecModel` (one program, an ``encode`` and a ``decode`` method: see `_codec`).
+"""EnCodec, Meta's neural codec (`encodec`): 24 kHz mono or 48 kHz stereo waveform to codes and back, from
+transformers' `EncodecModel` (one program, an ``encode`` and a ``decode`` method: see `_codec`).
 
-Every convolution's weight is computed by `weight_norm`, which the lowering core folds. Its LSTM fixes the length:
-`torch.export` unrolls an `nn.LSTM` at the example's length, so a program takes one window (`--seconds`, 1 s by
-default) and `run` cuts longer audio into windows of it. The LSTM remembers the whole past, which a window cuts:
-windows overlap by 60% by default (`window_overlap`), and a code near a window's start can still differ from one
-long eager run's.
+At 24 kHz every convolution's weight is computed by `weight_norm`, which the lowering core folds. Its LSTM fixes
+the length: `torch.export` unrolls an `nn.LSTM` at the example's length, so a program takes one window
+(`--seconds`, 1 s by default) and `run` cuts longer audio into windows of it. The LSTM remembers the whole past,
+which a window cuts: windows overlap by 60% by default (`window_overlap`), and a code near a window's start can
+still differ from one long eager run's.
+
+At 48 kHz the model runs on its own chunks (1 s long, overlapping by 10 ms: `chunk_length_s`, `overlap`), each
+normalized by its loudness, whose scale travels with the codes; its convolutions are group-normalized, not weight-
+normed. The program takes one chunk, so the LSTM sees what it sees in transformers, and the codes are eager's
+(`audiodeploy.runtime.ChunkedCodec` pads, cuts and overlap-adds as transformers' feature extractor and model do).
 
 The codebooks are running means (``embed``, learnt by EMA) that transformers starts at zero; synthetic weights
-draw them. The bandwidth sets the codebooks: 1.5, 3, 6, 12 and 24 kbps use 2, 4, 8, 16 and 32 of them.
+draw them. The bandwidth sets the codebooks: at 24 kHz 1.5, 3, 6, 12 and 24 kbps use 2, 4, 8, 16 and 32 of them;
+at 48 kHz 3, 6, 12 and 24 kbps use 2, 4, 8 and 16.
 """
 
 from __future__ import annotations
@@ -16,6 +22,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, cast
+
+from audiodeploy.program.description import CodecChunks
 
 from ._codec import CodecRecipe
 from .errors import LengthRangeError, WeightsError
@@ -29,35 +37,67 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class EncodecArchitecture:
-    """transformers `EncodecConfig`'s hyperparameters (24 kHz mono), and the bandwidth encode uses."""
+    """transformers `EncodecConfig`'s hyperparameters, and the bandwidth encode uses."""
 
     hidden_size: int
     num_filters: int
     num_lstm_layers: int
     target_bandwidths: tuple[float, ...]
     bandwidth: float
-    """kbps: 0.75 kbps per codebook of 1024 entries at 75 frames a second."""
+    """kbps: 10 bits per codebook of 1024 entries, at 75 frames a second (24 kHz) or 150 (48 kHz)."""
+    sampling_rate: int = 24_000
+    audio_channels: int = 1
+    normalize: bool = False
+    chunk_length_s: float | None = None
+    overlap: float | None = None
+    norm_type: str = "weight_norm"
+    use_causal_conv: bool = True
 
     def tiny(self) -> EncodecArchitecture:
-        """Test size: 32 channels, one LSTM layer, two codebooks (1.5 kbps)."""
-        return replace(self, hidden_size=32, num_filters=8, num_lstm_layers=1, target_bandwidths=(1.5,), bandwidth=1.5)
+        """Test size: 32 channels, one LSTM layer, two codebooks; 48 kHz chunks of 0.1 s."""
+        chunk = None if self.chunk_length_s is None else 0.1
+        return replace(
+            self,
+            hidden_size=32,
+            num_filters=8,
+            num_lstm_layers=1,
+            target_bandwidths=self.target_bandwidths[:1],
+            bandwidth=self.target_bandwidths[0],
+            chunk_length_s=chunk,
+        )
 
 
 # facebook/encodec_24khz: EncodecConfig's defaults.
 _24KHZ = EncodecArchitecture(128, 32, 2, (1.5, 3.0, 6.0, 12.0, 24.0), bandwidth=6.0)
+# facebook/encodec_48khz: what transformers' conversion script sets for it.
+_48KHZ = replace(
+    _24KHZ,
+    target_bandwidths=(3.0, 6.0, 12.0, 24.0),
+    sampling_rate=48_000,
+    audio_channels=2,
+    normalize=True,
+    chunk_length_s=1.0,
+    overlap=0.01,
+    norm_type="time_group_norm",
+    use_causal_conv=False,
+)
 
 
-def _at(kbps: float) -> Variant[EncodecArchitecture]:
-    codebooks = round(kbps / 0.75)
+def _at(kbps: float, of: EncodecArchitecture = _24KHZ) -> Variant[EncodecArchitecture]:
+    khz = of.sampling_rate // 1000
+    frame_rate = of.sampling_rate // 320
+    codebooks = round(kbps * 100 / frame_rate)
+    what = "mono" if of.audio_channels == 1 else "stereo, in 1 s chunks"
     return Variant(
-        name=f"24khz-{kbps:g}kbps",
-        description=f"facebook/encodec_24khz at {kbps:g} kbps: {codebooks} codebooks, 75 frames a second",
-        checkpoint="facebook/encodec_24khz",
-        architecture=replace(_24KHZ, bandwidth=kbps),
+        name=f"{khz}khz-{kbps:g}kbps",
+        description=f"facebook/encodec_{khz}khz at {kbps:g} kbps: {codebooks} codebooks, {frame_rate} frames a second, {what}",
+        checkpoint=f"facebook/encodec_{khz}khz",
+        architecture=replace(of, bandwidth=kbps),
     )
 
 
 SIX = _at(6.0)
+STEREO_SIX = _at(6.0, _48KHZ)
 
 
 @register
@@ -70,7 +110,16 @@ class EncodecRecipe(CodecRecipe[EncodecArchitecture]):
         _at(3.0),
         _at(12.0),
         _at(24.0),
+        _at(3.0, _48KHZ),
+        STEREO_SIX,
+        _at(12.0, _48KHZ),
+        _at(24.0, _48KHZ),
         tiny_variant("tiny", SIX, "test size of '24khz-6kbps': 32 channels, one LSTM layer, two codebooks"),
+        tiny_variant(
+            "tiny-48khz",
+            STEREO_SIX,
+            "test size of '48khz-6kbps': 32 channels, one LSTM layer, two codebooks, 0.1 s chunks",
+        ),
     )
     sample_rate = 24_000
     default_length_range = LengthRange.fixed(1.0)
@@ -90,6 +139,13 @@ class EncodecRecipe(CodecRecipe[EncodecArchitecture]):
             num_filters=architecture.num_filters,
             num_lstm_layers=architecture.num_lstm_layers,
             target_bandwidths=list(architecture.target_bandwidths),
+            sampling_rate=architecture.sampling_rate,
+            audio_channels=architecture.audio_channels,
+            normalize=architecture.normalize,
+            chunk_length_s=architecture.chunk_length_s,
+            overlap=architecture.overlap,
+            norm_type=architecture.norm_type,
+            use_causal_conv=architecture.use_causal_conv,
         )
 
     def hop_length(self, config: PretrainedConfig) -> int:
@@ -104,6 +160,29 @@ class EncodecRecipe(CodecRecipe[EncodecArchitecture]):
             )
         return int(architecture.bandwidth * 1000 // _bits_per_codebook_second(encodec)), encodec.codebook_size
 
+    def chunks(self, config: PretrainedConfig) -> tuple[CodecChunks, LengthRange] | None:
+        encodec = cast("EncodecConfig", config)
+        if encodec.chunk_length is None:
+            if encodec.normalize:
+                raise WeightsError(
+                    "this EnCodec normalizes the loudness of its whole input at once (normalize without "
+                    "chunk_length_s), which windows of audio cannot reproduce: give a checkpoint that sets both or "
+                    "neither"
+                )
+            return None
+        if encodec.chunk_stride is None:
+            raise WeightsError(
+                "this EnCodec sets chunk_length_s without overlap, which transformers cannot run either: give a "
+                "checkpoint whose config.json sets both"
+            )
+        if encodec.chunk_length % encodec.hop_length:
+            raise WeightsError(
+                f"this EnCodec's chunks of {encodec.chunk_length} samples are not whole frames of "
+                f"{encodec.hop_length}: give a checkpoint whose chunk_length_s is a whole number of frames"
+            )
+        seconds = encodec.chunk_length / encodec.sampling_rate
+        return CodecChunks(stride=encodec.chunk_stride, scaled=bool(encodec.normalize)), LengthRange.fixed(seconds)
+
     def check_length_range(self, length_range: LengthRange, hop: int, sample_rate: int) -> None:
         if length_range.min_seconds != length_range.max_seconds:
             raise LengthRangeError(
@@ -112,9 +191,12 @@ class EncodecRecipe(CodecRecipe[EncodecArchitecture]):
             )
 
     def export_modules(self, model: PreTrainedModel, codebooks: int) -> tuple[nn.Module, nn.Module]:
-        from ._modules import EncodecDecode, EncodecEncode
+        from ._modules import EncodecDecode, EncodecDecodeChunk, EncodecEncode, EncodecEncodeChunk
 
-        bandwidth = codebooks * _bits_per_codebook_second(cast("EncodecConfig", model.config)) / 1000
+        config = cast("EncodecConfig", model.config)
+        bandwidth = codebooks * _bits_per_codebook_second(config) / 1000
+        if config.chunk_length is not None:
+            return EncodecEncodeChunk(model, bandwidth), EncodecDecodeChunk(model)
         return EncodecEncode(model, bandwidth), EncodecDecode(model)
 
 

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Generic, Protocol, Self, TypeVar
 from audiodeploy.program.description import (
     DECODE_METHOD,
     ENCODE_METHOD,
+    CodecChunks,
     CodecDecoder,
     ProgramDescription,
     main_method,
@@ -106,8 +107,9 @@ class LengthRange:
 _MIN_STEPS = 2
 
 
-def waveform_input(sample_rate: int, stride: int, length_range: LengthRange) -> InputSpec:
-    """The input of a waveform encoder whose convolutions stride `stride` samples in total, over `length_range`."""
+def waveform_input(sample_rate: int, stride: int, length_range: LengthRange, channels: int = 1) -> InputSpec:
+    """The input of a waveform encoder whose convolutions stride `stride` samples in total, over `length_range`;
+    `(1, samples)`, or `(1, channels, samples)` for a stereo model."""
     probe = InputSpec("waveform", ("batch", "samples"), sample_rate, 1, stride, stride, stride)
     min_length = probe.length_for_seconds(length_range.min_seconds)
     # The maximum rounds down so that the exported program never accepts more audio than was asked for,
@@ -118,7 +120,12 @@ def waveform_input(sample_rate: int, stride: int, length_range: LengthRange) -> 
             f"length range {length_range} is too short: this model needs at least "
             f"{_MIN_STEPS * stride / sample_rate:.3f} s of audio"
         )
-    return InputSpec("waveform", ("batch", "samples"), sample_rate, 1, stride, min_length, max_length)
+    if channels == 1:
+        return InputSpec("waveform", ("batch", "samples"), sample_rate, 1, stride, min_length, max_length)
+    layout = ("batch", "channels", "samples")
+    return InputSpec(
+        "waveform", layout, sample_rate, 1, stride, min_length, max_length, length_axis=2, channels=channels
+    )
 
 
 def mel_input(sample_rate: int, hop_length: int, mel_bins: int, length_range: LengthRange) -> InputSpec:
@@ -248,6 +255,8 @@ class BuiltDecoder:
     input: InputSpec
     """Kind 'codes': ``(1, frames, codebooks)`` int64, one frame per `input.samples_per_step` samples."""
     codebook_size: int
+    chunks: CodecChunks | None = None
+    """The model's own chunks, when it runs on them (EnCodec at 48 kHz); None: windows."""
 
 
 @dataclass(frozen=True)
@@ -338,6 +347,7 @@ class BuiltModel:
                 input=self.decoder.input,
                 codebook_size=self.decoder.codebook_size,
                 max_abs_diff_vs_eager=differences.get(DECODE_METHOD),
+                chunks=self.decoder.chunks,
             )
         return ProgramDescription(
             recipe=self.recipe,

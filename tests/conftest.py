@@ -50,6 +50,12 @@ def codec_model() -> Path:
 
 
 @pytest.fixture(scope="session")
+def chunked_codec_model() -> Path:
+    # EnCodec at 48 kHz at test size: stereo, its own chunks of 0.1 s, each with its scale (40 s of CPU to lower).
+    return _exported("e48", "encodec", "--variant", "tiny-48khz")
+
+
+@pytest.fixture(scope="session")
 def tts_model() -> Path:
     """The vits recipe from a tiny voice of three speakers this run writes (`tests.vits_checkpoint`, in
     ``checkpoint/`` beside the program), exported as a user would: ``export vits --weights DIR``. Several speakers,

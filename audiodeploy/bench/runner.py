@@ -205,9 +205,11 @@ def _recipe_case(built: BuiltModel, method: _MeasuredMethod, seconds: float, see
     inputs = built.random_inputs(length, seed=seed + 1)
     with torch.no_grad():
         if method.decodes_codes:
-            inputs = (built.module(*inputs).contiguous(),)  # as `run` reads them from a file
+            # As `run` reads them from a file: the codes, and a chunked codec's scale beside them.
+            encoded = built.module(*inputs)
+            inputs = tuple(t.contiguous() for t in (encoded if isinstance(encoded, tuple) else (encoded,)))
             length = int(inputs[0].shape[method.input.length_axis])
-        expected = method.module(*inputs)
+        expected = EagerRuntime(method.module).run(inputs)
     ctc = built.output.kind == "ctc-logits"
     return _Case(seconds, length, inputs, method.input.seconds(length), expected, ctc=ctc)
 

@@ -1,5 +1,5 @@
-"""Audio in and out for the runtime: any soundfile format or array, read as mono at the program's rate, block by
-block; 16-bit wav out, atomically, whole or streamed.
+"""Audio in and out for the runtime: any soundfile format or array, read as mono (or, for a stereo program, as two
+channels) at the program's rate, block by block; 16-bit wav out, atomically, whole or streamed.
 
 A long file is never read whole: `AudioFile.read(start, stop)` seeks, reads the samples that range needs (and
 the resampling filter's context), mixes the channels and resamples, giving exactly the samples that resampling
@@ -54,7 +54,10 @@ class AudioInputError(AudiodeployError, ValueError):
 
 
 def _check_finite(samples: np.ndarray, origin: str, first_sample: int, sample_rate: int) -> None:
+    """`samples`: mono, or channels by samples."""
     finite = np.isfinite(samples)
+    if finite.ndim == 2:
+        finite = finite.all(axis=0)
     if not finite.all():
         at = (first_sample + int(np.argmin(finite))) / sample_rate
         raise AudioInputError(
@@ -71,33 +74,44 @@ def _check_rate(rate: int, origin: str, what: str, remedy: str) -> None:
 
 class AudioArray:
     """Audio given as an array (numpy or torch): 1-D, or ``(1, samples)``, at `source_rate` (default: the
-    program's rate)."""
+    program's rate). For a stereo program (`channels` 2) also ``(2, samples)``; mono samples then play on both
+    channels, and `read` gives ``(2, samples)`` blocks."""
 
     def __init__(
-        self, audio: object, sample_rate: int, source_rate: int | None = None, origin: str = "the audio"
+        self,
+        audio: object,
+        sample_rate: int,
+        source_rate: int | None = None,
+        origin: str = "the audio",
+        channels: int = 1,
     ) -> None:
         array = _as_real_array(audio, origin)
         if array.ndim == 2 and array.shape[0] == 1:
             array = array[0]
-        if array.ndim != 1:
-            raise AudioInputError(
-                f"{origin}: audio of shape {tuple(array.shape)}; give mono samples, shaped (samples,) or (1, samples)"
-            )
-        if array.size == 0:
+        if array.ndim == 1:
+            array = array[None]
+        elif not (array.ndim == 2 and array.shape[0] == channels == 2):
+            takes = "mono samples, shaped (samples,) or (1, samples)"
+            if channels == 2:
+                takes = "stereo samples shaped (2, samples), or mono ones shaped (samples,) or (1, samples)"
+            raise AudioInputError(f"{origin}: audio of shape {tuple(array.shape)}; give {takes}")
+        if array.shape[1] == 0:
             raise AudioInputError(f"{origin}: the audio is empty; give at least some samples")
         rate = sample_rate if source_rate is None else int(source_rate)
         if rate != sample_rate:
             _check_rate(rate, origin, "a sample rate of", "give the rate the samples were recorded at")
         _check_finite(array, origin, 0, rate)
         if rate != sample_rate:
-            array = _Ratio(rate, sample_rate).resample(array)
+            array = _resample_rows(_Ratio(rate, sample_rate), array)
         self.origin = origin
         self.sample_rate = sample_rate
-        self.samples = np.ascontiguousarray(array, dtype=np.float32)
-        self.total = int(self.samples.size)
+        self.channels = channels
+        self.samples = np.ascontiguousarray(np.broadcast_to(array, (channels, array.shape[1])), dtype=np.float32)
+        self.total = int(self.samples.shape[1])
 
     def read(self, start: int, stop: int) -> np.ndarray:
-        return self.samples[start:stop]
+        block = self.samples[:, start:stop]
+        return block[0] if self.channels == 1 else block
 
 
 def _check_regular_file(path: Path, origin: str) -> None:
@@ -120,9 +134,10 @@ def _check_regular_file(path: Path, origin: str) -> None:
 
 class AudioFile:
     """An audio file (anything libsndfile reads: wav, flac, ogg, mp3...) read block by block, as mono at
-    `sample_rate`. Use it as a context manager, or `close()` it."""
+    `sample_rate`; for a stereo program (`channels` 2) as ``(2, samples)`` blocks, a mono file on both channels.
+    Use it as a context manager, or `close()` it."""
 
-    def __init__(self, path: str | os.PathLike[str], sample_rate: int) -> None:
+    def __init__(self, path: str | os.PathLike[str], sample_rate: int, channels: int = 1) -> None:
         self.path = Path(path)
         self.origin = display(self.path)
         if not self.path.exists():
@@ -139,6 +154,7 @@ class AudioFile:
             ) from None
         self.file_rate = int(self._file.samplerate)
         self.file_frames = int(self._file.frames)
+        self.channels = channels
         try:
             self._check_header()
         except BaseException:
@@ -167,6 +183,11 @@ class AudioFile:
                 )
         if self.file_frames <= 0:
             raise AudioInputError(f"{self.origin}: the audio is empty; give a file with at least some samples")
+        if self.channels == 2 and self._file.channels > 2:
+            raise AudioInputError(
+                f"{self.origin}: {self._file.channels} channels; this program takes stereo: give a mono or stereo "
+                "file (e.g. `sox in.wav -c 2 out.wav`)"
+            )
 
     def __enter__(self) -> AudioFile:
         return self
@@ -182,7 +203,7 @@ class AudioFile:
         return self.file_frames / self.file_rate
 
     def _read_file(self, start: int, stop: int) -> np.ndarray:
-        """File samples ``[start, stop)``, mono, checked finite."""
+        """File samples ``[start, stop)``, mono (stereo: ``(2, samples)``), checked finite."""
         try:
             self._file.seek(start)
             block = self._file.read(stop - start, dtype="float32", always_2d=True)
@@ -191,6 +212,10 @@ class AudioFile:
             raise AudioInputError(
                 f"{self.origin}: the audio cannot be read past {start / self.file_rate:.2f} s ({reason})"
             ) from None
+        if self.channels == 2:
+            stereo = np.ascontiguousarray(np.broadcast_to(block.T, (2, block.shape[0])))
+            _check_finite(stereo, self.origin, start, self.file_rate)
+            return stereo
         mono = block.mean(axis=1, dtype=np.float32) if block.shape[1] > 1 else block[:, 0]
         _check_finite(mono, self.origin, start, self.file_rate)
         return mono
@@ -206,9 +231,9 @@ class AudioFile:
         last_block = -(-stop // ratio.up) + ratio.context_blocks
         file_start = max(0, first_block * ratio.down)
         file_stop = min(self.file_frames, last_block * ratio.down)
-        resampled = ratio.resample(self._read_file(file_start, file_stop))
+        resampled = _resample_rows(ratio, self._read_file(file_start, file_stop))
         offset = file_start // ratio.down * ratio.up
-        return np.ascontiguousarray(resampled[start - offset : stop - offset])
+        return np.ascontiguousarray(resampled[..., start - offset : stop - offset])
 
 
 # wav encodings whose every frame takes `block_align` bytes, so the data chunk's size gives the frame count.
@@ -343,6 +368,13 @@ class _Ratio:
         return output
 
 
+def _resample_rows(ratio: _Ratio, samples: np.ndarray) -> np.ndarray:
+    """`samples` (mono, or channels by samples) resampled channel by channel."""
+    if samples.ndim == 1:
+        return ratio.resample(samples)
+    return np.stack([ratio.resample(row) for row in samples])
+
+
 def _as_real_array(value: object, origin: str) -> np.ndarray:
     """`value` as a float32 numpy array; `AudioInputError` for complex, boolean or non-numeric data."""
     if hasattr(value, "detach") and hasattr(value, "numpy"):
@@ -358,14 +390,18 @@ def _as_real_array(value: object, origin: str) -> np.ndarray:
 
 
 def open_audio(
-    audio: str | os.PathLike[str] | np.ndarray | torch.Tensor, sample_rate: int, source_rate: int | None = None
+    audio: str | os.PathLike[str] | np.ndarray | torch.Tensor,
+    sample_rate: int,
+    source_rate: int | None = None,
+    channels: int = 1,
 ) -> AudioFile | AudioArray:
-    """A path opens the file (read block by block); an array is taken as samples at `source_rate`."""
+    """A path opens the file (read block by block); an array is taken as samples at `source_rate`. `channels`: 1
+    reads mono (the channels mixed), 2 reads stereo (a mono input on both channels)."""
     if isinstance(audio, (str, os.PathLike)):
         if source_rate is not None:
             raise ValueError("source_rate is for arrays; a file says its own rate")
-        return AudioFile(audio, sample_rate)
-    return AudioArray(audio, sample_rate, source_rate)
+        return AudioFile(audio, sample_rate, channels)
+    return AudioArray(audio, sample_rate, source_rate, channels=channels)
 
 
 def load_npy(path: Path, what: str = "mel", dtype: str = "float32") -> np.ndarray:
@@ -408,6 +444,9 @@ def count_clipped(waveform: np.ndarray) -> int:
 
 
 VOCODER_CLIPPING_CAUSE = "the input is probably not on the scale this vocoder takes (its recipe's log-mel)"
+CODEC_CLIPPING_CAUSE = (
+    "the decoded audio goes past full scale (audio encoded near full scale, or codes of another codec)"
+)
 
 
 def clipping_warning(clipped: int, samples: int, cause: str = VOCODER_CLIPPING_CAUSE) -> str | None:
@@ -419,29 +458,34 @@ def clipping_warning(clipped: int, samples: int, cause: str = VOCODER_CLIPPING_C
     return f"{shown}% of samples clipped at ±1 ({clipped} of {samples}); {cause}"
 
 
-def _pcm16(waveform: np.ndarray) -> np.ndarray:
-    return np.clip(waveform.reshape(-1), -1.0, 1.0)
+def _pcm16(waveform: np.ndarray, channels: int = 1) -> np.ndarray:
+    """Mono samples (any shape) as one column, or `channels` by samples as soundfile's samples by channels."""
+    frames = waveform.reshape(-1) if channels == 1 else waveform.reshape(channels, -1).T
+    return np.clip(frames, -1.0, 1.0)
 
 
 def write_wav(path: str | os.PathLike[str], waveform: torch.Tensor | np.ndarray, sample_rate: int) -> Path:
-    """Write a mono waveform as 16-bit PCM wav, atomically."""
+    """Write a waveform as 16-bit PCM wav, atomically: mono samples, or ``(2, samples)`` stereo."""
     audio = waveform.detach().cpu().numpy() if hasattr(waveform, "detach") else np.asarray(waveform)
+    channels = 2 if audio.ndim == 2 and audio.shape[0] == 2 else 1
     encoded = io.BytesIO()
-    soundfile.write(encoded, _pcm16(audio), sample_rate, format="WAV", subtype="PCM_16")
+    soundfile.write(encoded, _pcm16(audio, channels), sample_rate, format="WAV", subtype="PCM_16")
     return atomic_write_bytes(path, encoded.getvalue())
 
 
 class WavWriter:
-    """A mono 16-bit wav written block by block to a temporary file beside `path`, renamed into place on a clean
+    """A 16-bit wav (mono, or `channels` 2: stereo blocks shaped ``(2, samples)``) written block by block to a temporary file beside `path`, renamed into place on a clean
     exit of the ``with`` block and removed on any failure or interruption.
 
     A write that fails (a full disk) raises `OSError` naming `path`, its reason, and that the previous file is
-    unchanged. `clipped` counts the samples written at or beyond full scale.
+    unchanged. `samples` counts the samples written (of each channel), `clipped` those at or beyond full scale (of
+    any channel).
     """
 
-    def __init__(self, path: str | os.PathLike[str], sample_rate: int) -> None:
+    def __init__(self, path: str | os.PathLike[str], sample_rate: int, channels: int = 1) -> None:
         self.path = Path(path)
         self.sample_rate = sample_rate
+        self.channels = channels
         self.samples = 0
         self.clipped = 0
         self._existed = self.path.exists()
@@ -451,7 +495,7 @@ class WavWriter:
         temporary = self._output.__enter__()
         try:
             self._file = soundfile.SoundFile(
-                str(temporary), "w", samplerate=self.sample_rate, channels=1, format="WAV", subtype="PCM_16"
+                str(temporary), "w", samplerate=self.sample_rate, channels=self.channels, format="WAV", subtype="PCM_16"
             )
         except BaseException as error:
             failure = self._os_error(error) if isinstance(error, soundfile.LibsndfileError) else error
@@ -462,13 +506,13 @@ class WavWriter:
         return self
 
     def write(self, waveform: np.ndarray) -> None:
-        samples = waveform.reshape(-1)
+        frames = _pcm16(waveform, self.channels)
         try:
-            self._file.write(_pcm16(samples))
+            self._file.write(frames)
         except soundfile.LibsndfileError as error:
-            raise self._os_error(error, 2 * samples.size) from None
-        self.samples += int(samples.size)
-        self.clipped += count_clipped(samples)
+            raise self._os_error(error, 2 * frames.size) from None
+        self.samples += int(frames.shape[0])
+        self.clipped += count_clipped(np.abs(frames).max(axis=1) if frames.ndim == 2 else frames)
 
     @property
     def clipping_warning(self) -> str | None:

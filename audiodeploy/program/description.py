@@ -84,6 +84,24 @@ def program_digest(buffer: bytes) -> str:
 
 
 @dataclass(frozen=True, kw_only=True)
+class CodecChunks(Record):
+    """A codec that runs on its own chunks of audio (EnCodec at 48 kHz), as its model does, not on windows.
+
+    ``encode`` takes one chunk (the description's fixed-length `input`) and each chunk starts `stride` samples
+    after the one before; the audio is zero-padded to whole chunks. The chunks' decoded audio is overlap-added with
+    linear fades, as transformers' `EncodecModel._linear_overlap_add` does. When `scaled`, ``encode`` also gives the
+    chunk's loudness (its RMS, the model's normalization) as a float32 `(1, 1)` second output, and ``decode``
+    takes it back as its second input."""
+
+    stride: int
+    scaled: bool
+
+    def __post_init__(self) -> None:
+        if self.stride < 1:
+            raise ValueError("field 'decoder.chunks.stride' should be at least 1")
+
+
+@dataclass(frozen=True, kw_only=True)
 class CodecDecoder(Record):
     """A codec program's ``decode`` method: its codes in (`input`, kind 'codes'), a waveform at the description's
     sample rate out, `input.samples_per_step` samples per frame of codes."""
@@ -94,17 +112,26 @@ class CodecDecoder(Record):
     max_abs_diff_vs_eager: float | None = None
     """The method's largest absolute difference from the eager decoder on the example codes; None where nothing
     was compared."""
+    chunks: CodecChunks | None = field(default=None, metadata=OMITTED_WHEN_NONE)
+    """The model's own chunks (`CodecChunks`); None: the runtime cuts long inputs into overlapping windows."""
 
     def __post_init__(self) -> None:
         if self.input.kind != "codes" or self.input.feature_size is None:
             raise ValueError("field 'decoder.input' should be a 'codes' input with its codebooks as feature_size")
         if self.codebook_size < 1:
             raise ValueError("field 'decoder.codebook_size' should be at least 1")
+        if self.chunks is not None and not self.input.is_static:
+            raise ValueError("field 'decoder.chunks' is for a decoder of one chunk's codes, a fixed length")
 
     @property
     def codebooks(self) -> int:
         assert self.input.feature_size is not None  # checked above
         return self.input.feature_size
+
+    @property
+    def scaled(self) -> bool:
+        """Whether encode gives a scale per chunk and decode takes it (`CodecChunks.scaled`)."""
+        return self.chunks is not None and self.chunks.scaled
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -162,6 +189,11 @@ class ProgramDescription(Record):
             raise ValueError("a codec's 'decoder' should take a frame of codes per frame of its waveform 'input'")
         if self.input.kind == "codes":
             raise ValueError("field 'input' takes codes only in a codec's 'decoder'")
+        chunks = self.decoder.chunks if self.decoder is not None else None
+        if chunks is not None and not (self.input.is_static and chunks.stride <= self.input.max_length):
+            raise ValueError(
+                "a codec's 'decoder.chunks' needs a fixed-length 'input' of one chunk, its stride at most that"
+            )
         if (self.task == "tts") != (self.text is not None):
             raise ValueError("field 'text' is for text-to-speech programs, and they need it")
         if (self.task == "tts") != (self.input.kind == "latents"):
@@ -235,11 +267,19 @@ class ProgramDescription(Record):
 
     def _check_decoder(self, inputs: Sequence[TensorShape], outputs: Sequence[TensorShape], origin: str) -> None:
         assert self.decoder is not None
-        spec = self.decoder.input
+        spec, scaled = self.decoder.input, self.decoder.scaled
         expected = spec.shape(spec.max_length)
-        if len(inputs) != 1 or "int64" not in str(inputs[0].dtype) or tuple(inputs[0].sizes) != expected:
+        if (
+            len(inputs) != 1 + scaled
+            or "int64" not in str(inputs[0].dtype)
+            or tuple(inputs[0].sizes) != expected
+            or (scaled and not _is_scale(inputs[1]))
+        ):
             shown = ", ".join(f"{i.dtype} at most {list(i.sizes)}" for i in inputs)
-            raise _mismatch(origin, f"its decode method takes {shown}, the sidecar describes int64 {list(expected)}")
+            scale = " and a float32 [1, 1] scale" if scaled else ""
+            raise _mismatch(
+                origin, f"its decode method takes {shown}, the sidecar describes int64 {list(expected)}{scale}"
+            )
         if len(outputs) < 1 or "float32" not in str(outputs[0].dtype):
             raise _mismatch(origin, "its decode method gives no float32 waveform")
 
@@ -278,6 +318,13 @@ class ProgramDescription(Record):
             )
         if self.labels is not None and output_sizes[-1] != len(self.labels):
             raise mismatch(f"the program scores {output_sizes[-1]} labels, the sidecar names {len(self.labels)}")
+        if self.decoder is not None and self.decoder.scaled and (len(outputs) < 2 or not _is_scale(outputs[1])):
+            raise mismatch("the program gives no float32 [1, 1] scale beside its codes, which the sidecar describes")
+
+
+def _is_scale(declared: TensorShape) -> bool:
+    """A chunk's loudness scale: float32 `(1, 1)`."""
+    return "float32" in str(declared.dtype) and tuple(declared.sizes) == (1, 1)
 
 
 def _mismatch(origin: str, what: str) -> DescriptionError:

@@ -70,6 +70,12 @@ class InputSpec:
     feature_size: int | None = None
     """Size of the last axis (mel bins, filterbank features, codebooks); None for waveforms."""
     length_axis: int = 1
+    channels: int = 1
+    """Audio channels of a waveform: 1 is `(1, samples)`; 2 (a stereo codec) is `(1, 2, samples)`, length axis 2."""
+
+    def __post_init__(self) -> None:
+        if self.channels not in (1, 2) or (self.channels == 2 and (self.kind, self.length_axis) != ("waveform", 2)):
+            raise ValueError("field 'channels' should be 1, or 2 for a 'waveform' input whose length axis is 2")
 
     @property
     def is_static(self) -> bool:
@@ -78,7 +84,7 @@ class InputSpec:
     def shape(self, length: int) -> tuple[int, ...]:
         """The tensor shape for an input of `length` steps."""
         if self.feature_size is None:
-            return (1, length)
+            return (1, length) if self.channels == 1 else (1, self.channels, length)
         return (1, length, self.feature_size)
 
     def seconds(self, length: int) -> float:
@@ -144,7 +150,7 @@ class InputSpec:
         return ({self.length_axis: self.length_multiple * steps},)
 
     def to_dict(self) -> dict[str, object]:
-        return {
+        written: dict[str, object] = {
             "kind": self.kind,
             "layout": list(self.layout),
             "sample_rate": self.sample_rate,
@@ -155,6 +161,9 @@ class InputSpec:
             "feature_size": self.feature_size,
             "length_axis": self.length_axis,
         }
+        if self.channels != 1:  # written only for a stereo input: sidecars of mono ones read as they always did
+            written["channels"] = self.channels
+        return written
 
     @classmethod
     def from_dict(cls, data: Mapping[str, object]) -> InputSpec:
@@ -169,6 +178,7 @@ class InputSpec:
         }
         if kind not in kinds:
             raise ValueError(f"field 'kind' should be one of {', '.join(map(repr, kinds))}, not {kind!r}")
+        channels = int_field(data, "channels") if "channels" in data else 1  # written only when not 1
         return cls(
             kind=kinds[kind],
             layout=str_tuple_field(data, "layout"),
@@ -179,6 +189,7 @@ class InputSpec:
             max_length=int_field(data, "max_length"),
             feature_size=optional_int_field(data, "feature_size"),
             length_axis=int_field(data, "length_axis"),
+            channels=channels,
         )
 
 

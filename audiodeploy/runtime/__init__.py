@@ -33,6 +33,8 @@ _EXPORTS = {
     "Vocoder": "audiodeploy.runtime.model",
     "Waveform": "audiodeploy.runtime.model",
     "Codec": "audiodeploy.runtime.model",
+    "ChunkedCodec": "audiodeploy.runtime.model",
+    "ChunkedCodes": "audiodeploy.program.codes",
     "WindowOptionError": "audiodeploy.runtime.model",
     "WrittenAudio": "audiodeploy.runtime.model",
     "load": "audiodeploy.runtime.model",
@@ -46,10 +48,12 @@ __all__ = sorted(_EXPORTS)
 
 if TYPE_CHECKING:
     from audiodeploy.program.audio import AudioInputError
+    from audiodeploy.program.codes import ChunkedCodes
     from audiodeploy.program.description import DescriptionError
     from audiodeploy.program.tts import TextError
     from audiodeploy.runtime.model import (
         AudioClassifier,
+        ChunkedCodec,
         Classification,
         Codec,
         FeatureExtractor,

@@ -22,13 +22,14 @@ import os
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 import numpy as np
 
 from audiodeploy._files import display
 from audiodeploy.errors import AudiodeployError
 from audiodeploy.program.audio import (
+    CODEC_CLIPPING_CAUSE,
     VOCODER_CLIPPING_CAUSE,
     AudioFile,
     AudioInputError,
@@ -37,6 +38,7 @@ from audiodeploy.program.audio import (
     load_npy,
     open_audio,
 )
+from audiodeploy.program.codes import ChunkedCodes, LinearOverlapAdd
 from audiodeploy.program.description import (
     DECODE_METHOD,
     ENCODE_METHOD,
@@ -53,6 +55,8 @@ from audiodeploy.runtime.windows import Window, WindowPlan, plan_windows
 
 if TYPE_CHECKING:
     import torch
+
+ItemT = TypeVar("ItemT")
 
 DEFAULT_OVERLAP_FRACTION = 0.2
 """Without `overlap_seconds`, neighbouring windows overlap by a fifth of a window, so every kept output step has at
@@ -110,13 +114,13 @@ class Waveform:
     """A vocoded waveform in memory."""
 
     samples: torch.Tensor
-    """Mono float32 samples, `frames * hop` of them."""
+    """Float32 samples: `(samples,)` mono, or `(channels, samples)` (a stereo codec)."""
     sample_rate: int
     windows: int
 
     @property
     def seconds(self) -> float:
-        return self.samples.numel() / self.sample_rate
+        return self.samples.shape[-1] / self.sample_rate
 
     def save(self, path: str | os.PathLike[str]) -> Path:
         """Write it as a 16-bit wav, atomically."""
@@ -169,6 +173,29 @@ class Model:
         return f"{type(self).__name__}({self.program.origin}, {what})"
 
 
+def _with_progress(items: Sequence[ItemT], progress: bool, what: str, unit: str) -> Iterator[ItemT]:
+    """`items` in order; with `progress`, a progress bar on stderr while they are worked through (more than three,
+    on a terminal)."""
+    from rich.console import Console
+
+    console = Console(stderr=True)
+    if not progress or len(items) <= 3 or not console.is_terminal:
+        yield from items
+        return
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+    columns = (TextColumn(what), BarColumn(), MofNCompleteColumn(), TextColumn(unit), TimeRemainingColumn())
+    # Rendered from this thread after each item: ExecuTorch holds the GIL while it runs a program, so rich's
+    # refresh thread would not get to draw until the end.
+    with Progress(*columns, console=console, transient=True, auto_refresh=False) as bar:
+        task = bar.add_task(what, total=len(items))
+        bar.refresh()
+        for item in items:
+            yield item
+            bar.advance(task)
+            bar.refresh()
+
+
 class _Windowed(Model):
     """What the speech recognizer and the vocoder share: cutting an input into windows the program takes."""
 
@@ -215,24 +242,7 @@ class _Windowed(Model):
         return plan_windows(-(-total_steps // unit), window, overlap, min_units, tail)
 
     def _each_window(self, plan: WindowPlan, progress: bool, what: str) -> Iterator[Window]:
-        from rich.console import Console
-
-        console = Console(stderr=True)
-        if not progress or len(plan.windows) <= 3 or not console.is_terminal:
-            yield from plan.windows
-            return
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
-
-        columns = (TextColumn(what), BarColumn(), MofNCompleteColumn(), TextColumn("windows"), TimeRemainingColumn())
-        # Rendered from this thread after each window: ExecuTorch holds the GIL while it runs a window, so
-        # rich's refresh thread would not get to draw until the end.
-        with Progress(*columns, console=console, transient=True, auto_refresh=False) as bar:
-            task = bar.add_task(what, total=len(plan.windows))
-            bar.refresh()
-            for window in plan.windows:
-                yield window
-                bar.advance(task)
-                bar.refresh()
+        return _with_progress(plan.windows, progress, what, "windows")
 
     def _run_window(self, batch: np.ndarray, after: tuple[np.ndarray, ...] = ()) -> np.ndarray:
         """The method on one window, `after` its further inputs (a speaker's index)."""
@@ -750,6 +760,124 @@ class _CodesDecoder(Vocoder):
         return _MelSource(int(array.shape[1]), read), lambda: None
 
 
+class ChunkedCodec(Model):
+    """A codec program that runs on its model's own chunks (EnCodec at 48 kHz: stereo, 1 s chunks 10 ms apart...
+    of overlap, each normalized by its loudness), as transformers' feature extractor and model do: the audio is
+    zero-padded to whole chunks, each chunk is encoded on its own (with its scale), and decoded chunks are joined
+    by a linear overlap-add. The codes are transformers' `audio_codes` and `audio_scales` less the chunks that
+    start after the audio ends (transformers also encodes the sliver of padding past the last whole chunk, whose
+    decoded samples it cuts).
+    """
+
+    description: ProgramDescription
+
+    def __init__(self, program: Program, description: ProgramDescription, path: Path | None = None) -> None:
+        super().__init__(program, description, path)
+        assert description.decoder is not None and description.decoder.chunks is not None  # how load chose it
+        self.decoder = description.decoder
+        self.chunks = description.decoder.chunks
+
+    @property
+    def sample_rate(self) -> int:
+        return self.description.sample_rate
+
+    @property
+    def channels(self) -> int:
+        return self.description.input.channels
+
+    @property
+    def chunk_samples(self) -> int:
+        """Samples (of each channel) in a chunk: what ``encode`` takes."""
+        return self.description.input.max_length
+
+    @property
+    def codebooks(self) -> int:
+        return self.decoder.codebooks
+
+    @property
+    def codebook_size(self) -> int:
+        return self.decoder.codebook_size
+
+    def encode(
+        self,
+        audio: str | os.PathLike[str] | np.ndarray | torch.Tensor,
+        *,
+        sample_rate: int | None = None,
+        progress: bool = False,
+    ) -> ChunkedCodes:
+        """The codes of `audio`: a file path (any format and rate; mono plays on both channels of a stereo codec), or
+        samples at `sample_rate` shaped `(samples,)` or `(channels, samples)`."""
+        import torch
+
+        length, stride = self.chunk_samples, self.chunks.stride
+        source = open_audio(audio, self.sample_rate, sample_rate, self.channels)
+        codes: list[np.ndarray] = []
+        scales: list[float] = []
+        try:
+            count = -(-source.total // stride)
+            for chunk in _with_progress(range(count), progress, "encoding", "chunks"):
+                start = chunk * stride
+                block = source.read(start, min(start + length, source.total)).reshape(self.channels, -1)
+                batch = np.zeros((self.channels, length), dtype=np.float32)
+                batch[:, : block.shape[1]] = block
+                inputs = (torch.from_numpy(batch.reshape(self.description.input.shape(length))),)
+                outputs = self.program.run(inputs, ENCODE_METHOD)
+                codes.append(outputs[0].numpy()[0].T)
+                if self.chunks.scaled:
+                    scales.append(float(outputs[1].reshape(())))
+        finally:
+            if isinstance(source, AudioFile):
+                source.close()
+        array = np.ascontiguousarray(np.stack(codes), dtype=np.int64)
+        return ChunkedCodes(array, np.array(scales, dtype=np.float32) if self.chunks.scaled else None, source.total)
+
+    def _decode(
+        self, codes: ChunkedCodes | str | os.PathLike[str], progress: bool, emit: Callable[[np.ndarray], None]
+    ) -> int:
+        """Decode `codes` chunk by chunk, handing the final samples to `emit` in order; the chunk count."""
+        import torch
+
+        if not isinstance(codes, ChunkedCodes):
+            origin = display(codes)
+            codes = ChunkedCodes.load(codes)
+        else:
+            origin = "the codes"
+        codes.check(self.decoder, origin)
+        chunk_samples = self.decoder.input.max_length * self.decoder.input.samples_per_step
+        joined = LinearOverlapAdd(chunk_samples, self.chunks.stride, self.channels)
+        remaining = codes.samples
+        for chunk in _with_progress(range(codes.chunks), progress, "decoding", "chunks"):
+            inputs = [torch.from_numpy(np.ascontiguousarray(codes.codes[chunk].T, dtype=np.int64)[None])]
+            if codes.scales is not None:
+                inputs.append(torch.tensor([[codes.scales[chunk]]], dtype=torch.float32))
+            waveform = self.program.run(tuple(inputs), DECODE_METHOD)[0].numpy().reshape(self.channels, -1)
+            if not np.isfinite(waveform).all():
+                raise AudioInputError(f"{self.program.origin}: the program's output is not finite on these codes")
+            final = joined.add(waveform, last=chunk == codes.chunks - 1)[:, :remaining]
+            remaining -= final.shape[1]
+            emit(final if self.channels > 1 else final[0])
+        return codes.chunks
+
+    def decode(self, codes: ChunkedCodes | str | os.PathLike[str], *, progress: bool = False) -> Waveform:
+        """The waveform of `codes` (what `encode` gave, or the .npz it was saved to): exactly the samples encoded,
+        `(samples,)` mono or `(channels, samples)`. For long inputs prefer `decode_to_file`, which keeps memory
+        flat."""
+        import torch
+
+        pieces: list[np.ndarray] = []
+        chunks = self._decode(codes, progress, pieces.append)
+        return Waveform(torch.from_numpy(np.concatenate(pieces, axis=-1)), self.sample_rate, chunks)
+
+    def decode_to_file(
+        self, codes: ChunkedCodes | str | os.PathLike[str], path: str | os.PathLike[str], *, progress: bool = False
+    ) -> WrittenAudio:
+        """`decode`, written to `path` as a 16-bit wav chunk by chunk; the file appears whole when done, and nothing
+        is left behind when anything fails."""
+        with WavWriter(path, self.sample_rate, self.channels) as writer:
+            chunks = self._decode(codes, progress, writer.write)
+        return WrittenAudio(Path(path), writer.samples, self.sample_rate, chunks, writer.clipped, CODEC_CLIPPING_CAUSE)
+
+
 @dataclass(frozen=True)
 class Voice:
     """How a `Synthesizer` speaks: the seed of its noise, and the scales it draws with (None: the checkpoint's)."""
@@ -943,6 +1071,8 @@ def load(path: str | os.PathLike[str], data_path: str | os.PathLike[str] | None 
     sidecar.check_digest(program.sha256, display(path))
     description = sidecar.description
     description.check_program(program, display(path))
+    if description.decoder is not None and description.decoder.chunks is not None:
+        return ChunkedCodec(program, description, path)
     return _MODEL_OF_TASK[description.task](program, description, path)
 
 
@@ -959,6 +1089,7 @@ _MODEL_OF_TASK: dict[Task, type[_Windowed]] = {
 
 __all__ = [
     "AudioClassifier",
+    "ChunkedCodec",
     "Classification",
     "Codec",
     "DescriptionError",

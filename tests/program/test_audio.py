@@ -34,6 +34,36 @@ def test_blocks_of_a_resampled_stereo_file_equal_the_whole_file_resampled(tmp_pa
             np.testing.assert_allclose(audio.read(start, stop), whole[start:stop], atol=1e-6)
 
 
+@pytest.mark.parametrize("file_rate", [48_000, 44_100])
+def test_a_stereo_program_reads_each_channel_resampled_on_its_own(tmp_path, file_rate):
+    """For a stereo program (channels 2) the channels are kept, each resampled as a whole-file resampling gives it,
+    block by block; a mono file plays on both."""
+    rng = np.random.default_rng(file_rate)
+    channels = (0.3 * rng.standard_normal((2, file_rate // 2 + 77))).astype(np.float32)
+    path = write(tmp_path / "a.wav", channels.T, file_rate)
+    whole = torchaudio.functional.resample(torch.from_numpy(channels), file_rate, 48_000).numpy()
+    with AudioFile(path, 48_000, channels=2) as audio:
+        assert audio.total == whole.shape[1]
+        for start, stop in [(0, 1), (1234, 9876), (audio.total - 100, audio.total)]:
+            np.testing.assert_allclose(audio.read(start, stop), whole[:, start:stop], atol=1e-6)
+    with AudioFile(write(tmp_path / "mono.wav", channels[0], 48_000), 48_000, channels=2) as audio:
+        assert np.array_equal(audio.read(10, 500), np.stack([channels[0, 10:500]] * 2))
+    assert np.array_equal(AudioArray(channels, 48_000, channels=2).read(5, 50), channels[:, 5:50])
+    with pytest.raises(AudioInputError, match=r"shape \(3, 100\).*stereo samples shaped \(2, samples\)"):
+        AudioArray(np.zeros((3, 100), dtype=np.float32), 48_000, channels=2)
+
+
+def test_a_stereo_wav_is_written_block_by_block(tmp_path):
+    left, right = np.linspace(-0.5, 0.5, 300, dtype=np.float32), np.full(300, 0.25, dtype=np.float32)
+    with WavWriter(tmp_path / "s.wav", 48_000, channels=2) as writer:
+        writer.write(np.stack([left[:100], right[:100]]))
+        writer.write(np.stack([left[100:], np.full(200, 1.5, dtype=np.float32)]))
+    assert (writer.samples, writer.clipped) == (300, 200)  # a sample clipped in either channel counts once
+    back, rate = soundfile.read(tmp_path / "s.wav", dtype="float32")
+    assert rate == 48_000 and back.shape == (300, 2)
+    assert np.abs(back[:, 0] - left).max() <= 2**-15 and np.all(back[100:, 1] > 0.999)
+
+
 def test_a_file_with_a_nan_sample_is_refused_with_its_position(tmp_path):
     samples = np.zeros(16_000, dtype=np.float32)
     samples[12_000] = np.nan

@@ -111,7 +111,17 @@ def test_get_returns_the_declared_recipe():
         ("mimi", ("8-codebooks", "32-codebooks"), ("transformers",)),
         (
             "encodec",
-            ("24khz-6kbps", "24khz-1.5kbps", "24khz-3kbps", "24khz-12kbps", "24khz-24kbps"),
+            (
+                "24khz-6kbps",
+                "24khz-1.5kbps",
+                "24khz-3kbps",
+                "24khz-12kbps",
+                "24khz-24kbps",
+                "48khz-3kbps",
+                "48khz-6kbps",
+                "48khz-12kbps",
+                "48khz-24kbps",
+            ),
             ("transformers",),
         ),
         (
