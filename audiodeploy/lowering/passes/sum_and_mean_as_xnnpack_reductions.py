@@ -16,6 +16,11 @@ reduced elements ``K`` is fixed::
 
     x [.., K] ── linear(W) ── [.., 1]                    W: a [1, K] constant filled with 1/K (a sum: with 1)
 
+    after, K fixed and above `LINEAR_REDUCTION_LIMIT` (a group norm over all of a fixed-length [C, L])
+
+    x [.., K] ── view [1, P·S, -1, 1] ── mean([2, 3], keepdim) ── view [P, S] ── linear(W) ── [.., 1]
+                                                             W: [1, S] filled with 1/S (a sum: with K/S)
+
     after, K depends on the input length (a mean only: a waveform's samples, group norm over time)
 
     x [.., K] ── view [1, P, -1, 1] ── mean([2, 3], keepdim) ── view [.., 1]
@@ -26,7 +31,9 @@ reduced elements ``K`` is fixed::
     x [1, T, C] ── permute [0, 2, 1] ── [1, C, T] ── (as above) ── [1, C]
 
 The linear form needs no layout change; its weight is a lifted constant (one per
-reduction; the program stores identical bytes once). The pooling form needs the leading
+reduction; the program stores identical bytes once). A long fixed reduction is pooled
+instead, each row split into ``S`` channels (a divisor of ``K``, at most `POOLING_SPLIT`)
+that XNNPACK's pooling sums in vector lanes. The pooling form needs the leading
 dimensions (``P`` elements) to be fixed so that each reshape has at most one
 inferred size; XNNPACK transposes the pooling input to channels-last.
 
@@ -57,6 +64,14 @@ from audiodeploy.lowering.passes._graph import (
 
 aten = torch.ops.aten
 
+LINEAR_REDUCTION_LIMIT = 16_384
+"""The most elements a fixed-size reduction sums as a linear. XNNPACK packs a linear's weight in tiles of 8 to 64
+output channels, so a one-row weight is stored and read several times over: nothing beside layer norm's hundreds
+of channels, but over EnCodec's group norm of [32, 48000] a 6 MiB row took about 100 MiB packed and 9 ms a call,
+where pooling takes well under a millisecond."""
+POOLING_SPLIT = 64
+"""Pooling channels a long fixed-size reduction is split into (a divisor of its size, at most this many)."""
+
 
 class SumAndMeanAsXnnpackReductionsPass(NodeRewritePass):
     targets = frozenset({aten.mean.dim, aten.sum.dim_IntList})
@@ -81,8 +96,10 @@ class SumAndMeanAsXnnpackReductionsPass(NodeRewritePass):
             return Skip("two or more of its output sizes depend on the input length")
         if dims != list(range(rank - len(dims), rank)):
             x = insert_op(self.graph, aten.permute.default, (x, kept + dims), origin=node)
-        if is_static(count):
+        if is_static(count) and int(count) <= LINEAR_REDUCTION_LIMIT:
             reduced = self._as_linear(node, x, lead, int(count), len(dims), 1.0 / int(count) if is_mean else 1.0)
+        elif is_static(count):
+            reduced = self._as_split_pooling(node, x, lead, int(count), is_mean)
         elif is_mean:
             reduced = self._as_pooling(node, x, lead)
         else:
@@ -106,9 +123,23 @@ class SumAndMeanAsXnnpackReductionsPass(NodeRewritePass):
         )
         return insert_op(self.graph, aten.linear.default, (x, weights), origin=node)
 
-    def _as_pooling(self, node: torch.fx.Node, x: torch.fx.Node, lead: list) -> torch.fx.Node | Skip:
+    def _as_pooling(
+        self, node: torch.fx.Node, x: torch.fx.Node, lead: list, split: int = 1
+    ) -> torch.fx.Node | Skip:
         planes = math.prod(lead)
         if not is_static(planes):
             return Skip("a mean over a dynamic length whose kept sizes also depend on the input length")
-        x = insert_op(self.graph, aten.view.default, (x, [1, int(planes), -1, 1]), origin=node)
+        x = insert_op(self.graph, aten.view.default, (x, [1, int(planes) * split, -1, 1]), origin=node)
         return insert_op(self.graph, aten.mean.dim, (x, [2, 3], True), origin=node)
+
+    def _as_split_pooling(
+        self, node: torch.fx.Node, x: torch.fx.Node, lead: list, count: int, is_mean: bool
+    ) -> torch.fx.Node | Skip:
+        # Each reduced row splits into `split` pooling channels (XNNPACK's pooling runs across channels in vector
+        # lanes); a small linear then reduces the channels' means.
+        split = math.gcd(count, POOLING_SPLIT)
+        pooled = self._as_pooling(node, x, lead, split)
+        if isinstance(pooled, Skip):
+            return pooled
+        rows = insert_op(self.graph, aten.view.default, (pooled, [int(math.prod(lead)), split]), origin=node)
+        return self._as_linear(node, rows, [], split, 1, 1.0 / split if is_mean else count / split)

@@ -77,6 +77,33 @@ def test_fp32_mean_over_two_trailing_dims_without_keepdim_is_a_linear():
     assert_written_as_reductions(MeanOfLastTwo(), cases, ({1: FRAMES},), {"aten.mean.dim": 0, "aten.linear.default": 1})
 
 
+class WholeGroupNorm(torch.nn.Module):
+    """[1, 32, L] normalized over all of it, as EnCodec's 48 kHz convolutions are (``GroupNorm(1, 32)``)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.norm = torch.nn.GroupNorm(1, 32)
+
+    def forward(self, x):
+        return self.norm(x)
+
+
+def test_a_long_fixed_reduction_is_pooled_in_split_rows_then_a_small_linear():
+    """A fixed count of 32 x 6000 elements: as a linear its one-row weight would be 750 KiB, stored, and packed by
+    XNNPACK many times over; pooled over 64 channels of 3000 elements, then a [1, 64] linear, each mean is
+    delegated, and the sum is more accurate too."""
+    x = torch.randn(1, 32, 6000) * 3 + 1
+    cases = [(x,)]
+    result = assert_rewrites(
+        WholeGroupNorm(), cases, "SumAndMeanAsXnnpackReductionsPass", {"aten.linear.default": 2}, atol=1e-5
+    )
+    assert pooling_means(result.program) == 2
+    pooled = [n for n in result.program.graph.nodes if n.target == torch.ops.aten.mean.dim]
+    assert [list(n.args[0].meta["val"].shape) for n in pooled] == [[1, 64, 3000, 1]] * 2
+    report = lower_and_compare(WholeGroupNorm(), (x,), atol=1e-5)
+    assert report.delegates == 1 and not report.ops_outside_delegates
+
+
 class GroupSum(torch.nn.Module):
     """WavLM's gate: [1, H, T, 8] viewed as [1, H, T, 2, 4] and summed over the groups of four."""
 
