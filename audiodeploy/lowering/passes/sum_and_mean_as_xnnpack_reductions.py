@@ -123,9 +123,7 @@ class SumAndMeanAsXnnpackReductionsPass(NodeRewritePass):
         )
         return insert_op(self.graph, aten.linear.default, (x, weights), origin=node)
 
-    def _as_pooling(
-        self, node: torch.fx.Node, x: torch.fx.Node, lead: list, split: int = 1
-    ) -> torch.fx.Node | Skip:
+    def _as_pooling(self, node: torch.fx.Node, x: torch.fx.Node, lead: list, split: int = 1) -> torch.fx.Node | Skip:
         planes = math.prod(lead)
         if not is_static(planes):
             return Skip("a mean over a dynamic length whose kept sizes also depend on the input length")
