@@ -118,7 +118,8 @@ class CodecRecipe(Recipe[ArchitectureT]):
             if request.length_range not in (self.default_length_range, chunks[1]):
                 raise LengthRangeError(
                     f"length range {request.length_range}: this model runs on its own chunks of {chunks[1]}, which "
-                    "its program takes one at a time; leave --seconds, --min-seconds and --max-seconds out"
+                    "its program takes one at a time; export it without --seconds, --min-seconds and --max-seconds "
+                    f"(bench one chunk: --seconds {chunks[1].max_seconds:g})"
                 )
             request = dataclasses.replace(request, length_range=chunks[1])
         self.check_length_range(request.length_range, hop, rate)
