@@ -63,15 +63,14 @@ class ChunkedCodes:
             raise AudioInputError(f"{shown}: {what}; {remedy}")
         try:
             with np.load(path, allow_pickle=False) as archive:
-                names = set(archive.files)
-                if not {"codes", "samples"} <= names:
-                    raise AudioInputError(f"{shown}: a .npz without 'codes' and 'samples'; {remedy}")
-                codes, samples = archive["codes"], archive["samples"]
-                scales = archive["scales"] if "scales" in names else None
+                arrays = {name: archive[name] for name in ("codes", "scales", "samples") if name in archive.files}
         except (ValueError, OSError, EOFError, zipfile.BadZipFile) as error:
             # numpy takes a file that is no archive for a pickle, which it refuses to load: say what it is not.
             reason = "not a .npz archive" if "pickle" in str(error) else " ".join(str(error).split())
             raise AudioInputError(f"{shown}: not a readable .npz of codes ({reason}); {remedy}") from None
+        if "codes" not in arrays or "samples" not in arrays:
+            raise AudioInputError(f"{shown}: a .npz without 'codes' and 'samples'; {remedy}")
+        codes, samples, scales = arrays["codes"], arrays["samples"], arrays.get("scales")
         if samples.shape != () or samples.dtype.kind not in "iu":
             raise AudioInputError(f"{shown}: 'samples' is not one integer; {remedy}")
         return cls(codes, scales, int(samples))

@@ -761,8 +761,8 @@ class _CodesDecoder(Vocoder):
 
 
 class ChunkedCodec(Model):
-    """A codec program that runs on its model's own chunks (EnCodec at 48 kHz: stereo, 1 s chunks 10 ms apart...
-    of overlap, each normalized by its loudness), as transformers' feature extractor and model do: the audio is
+    """A codec program that runs on its model's own chunks (EnCodec at 48 kHz: stereo, 1 s chunks overlapping by
+    10 ms, each normalized by its loudness), as transformers' feature extractor and model do: the audio is
     zero-padded to whole chunks, each chunk is encoded on its own (with its scale), and decoded chunks are joined
     by a linear overlap-add. The codes are transformers' `audio_codes` and `audio_scales` less the chunks that
     start after the audio ends (transformers also encodes the sliver of padding past the last whole chunk, whose

@@ -42,3 +42,13 @@ def test_a_npz_of_python_objects_is_refused_unread(tmp_path):
         ChunkedCodes.load(tmp_path / "objects.npz")
     with pytest.raises(AudioInputError, match="missing.npz: no such file"):
         ChunkedCodes.load(tmp_path / "missing.npz")
+
+
+def test_a_npz_without_the_codes_or_their_length_says_so_once(tmp_path):
+    np.savez(tmp_path / "partial.npz", codes=np.zeros((1, 2, 3), dtype=np.int64))
+    with pytest.raises(AudioInputError) as raised:
+        ChunkedCodes.load(tmp_path / "partial.npz")
+    assert str(raised.value) == (
+        f"{tmp_path / 'partial.npz'}: a .npz without 'codes' and 'samples'; give the .npz that this codec's encode "
+        "wrote"
+    )
