@@ -1,4 +1,5 @@
-"""Drop ``detach``, ``alias``, a concatenation of one tensor and a repeat once: at inference each is its input.
+"""Drop ``detach``, ``alias``, a concatenation of one tensor, a repeat once and a padding by nothing: at inference
+each is its input.
 
 A straight-through estimator (DAC's ``projected + (quantized - projected).detach()``, and the ``.detach()`` of
 its training losses) exports as ``aten.detach``, and a slice of a whole dimension (EnCodec's ``padded[..., :end]``
@@ -7,8 +8,10 @@ XNNPACK partitioner has no config for ``alias_copy``, so each one copies its ten
 the delegate in two. A concatenation of one tensor (a residual quantizer's ``torch.cat`` of its codes when it
 has one codebook, as Mimi's semantic one) is a copy, which XNNPACK declines as a concatenation of fewer than two.
 So is a ``repeat`` once along every dimension (SEW-D repeats its position keys over ``batch // heads``, 1 in a
-program of one utterance), which XNNPACK 1.5.1 has no config for. A program runs without autograd and the graph
-is functional: the value is its input's::
+program of one utterance), which XNNPACK 1.5.1 has no config for. A padding by zero on every side (Mimi's causal
+padding before each kernel-1 convolution: its causal padding, kernel minus stride, is 0) copies the whole tensor, and it stands
+between two convolutions that :mod:`conv_chains_as_images` would otherwise keep channels-last. A program runs
+without autograd and the graph is functional: the value is its input's::
 
     before                         after
 
@@ -16,11 +19,12 @@ is functional: the value is its input's::
     x ── alias ── y
     x ── cat([x]) ── y
     x ── repeat(1, ..., 1) ── y
+    x ── pad([0, ..., 0]) ── y         (any mode; constant_pad_nd too)
 
 The pass leaves a ``detach``, an ``alias``, a concatenation or a repeat as it is, and does nothing on a program
 without one, when the program returns it directly (the output would then be another value's storage, or the
-program's input), when the concatenation joins more than one tensor, or when the repeat repeats a dimension or adds
-one.
+program's input), when the concatenation joins more than one tensor, when the repeat repeats a dimension or adds
+one, or when the padding's amounts are not all the number 0.
 """
 
 from __future__ import annotations
@@ -33,7 +37,16 @@ aten = torch.ops.aten
 
 
 class DropAliasesPass(NodeRewritePass):
-    targets = frozenset({aten.detach.default, aten.alias.default, aten.cat.default, aten.repeat.default})
+    targets = frozenset(
+        {
+            aten.detach.default,
+            aten.alias.default,
+            aten.cat.default,
+            aten.repeat.default,
+            aten.pad.default,
+            aten.constant_pad_nd.default,
+        }
+    )
 
     def rewrite(self, node: torch.fx.Node) -> torch.fx.Node | Skip:
         if any(user.op == "output" for user in node.users):
@@ -48,5 +61,9 @@ class DropAliasesPass(NodeRewritePass):
             assert isinstance(source, torch.fx.Node)
             if len(repeats) != source.meta["val"].dim() or any(not (isinstance(r, int) and r == 1) for r in repeats):
                 return Skip(f"repeat{tuple(repeats)} repeats a dimension or adds one")
+        if node.target in (aten.pad.default, aten.constant_pad_nd.default):
+            amounts = node.args[1]
+            if any(not (isinstance(amount, int) and amount == 0) for amount in amounts):
+                return Skip(f"it pads by {list(amounts)}")
         assert isinstance(source, torch.fx.Node)
         return source

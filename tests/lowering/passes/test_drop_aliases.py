@@ -7,7 +7,7 @@ import torch
 from torch.export import Dim
 
 from audiodeploy.lowering.passes.drop_aliases import DropAliasesPass
-from tests.pipeline import export_aten, lower_stock_and_rewritten
+from tests.pipeline import assert_rewrites, export_aten, lower_and_compare, lower_stock_and_rewritten
 
 FRAMES = Dim("frames", min=4, max=64)
 
@@ -131,3 +131,27 @@ def test_leaves_a_returned_detach_with_its_reason():
     rewrite = DropAliasesPass(ep)
     assert not rewrite(ep.graph_module).modified
     assert [reason for _, reason in rewrite.skipped] == ["the program returns it"], rewrite.skipped
+
+
+class ResidualUnit(torch.nn.Module):
+    """Mimi's residual unit: causal padding before each convolution, by 2 before the kernel-3 one and by 0 (kernel
+    minus stride) before the kernel-1 one."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.wide = torch.nn.Conv1d(4, 2, 3)
+        self.narrow = torch.nn.Conv1d(2, 4, 1)
+
+    def forward(self, x):
+        hidden = torch.nn.functional.elu(self.wide(torch.nn.functional.pad(torch.nn.functional.elu(x), (2, 0))))
+        return x + self.narrow(torch.nn.functional.pad(hidden, (0, 0)))
+
+
+def test_a_padding_by_nothing_is_dropped_and_the_convolutions_it_parted_run_as_one_image():
+    cases = [(torch.randn(1, 4, n),) for n in (20, 8, 64)]
+    result = assert_rewrites(
+        ResidualUnit().eval(), cases, "DropAliasesPass", {"aten.pad.default": 1}, dynamic_shapes=({2: FRAMES},)
+    )
+    assert "ConvChainsAsImagesPass" in result.changed
+    report = lower_and_compare(ResidualUnit().eval(), cases[0], dynamic_shapes=({2: FRAMES},), also_run=cases[1:])
+    assert report.delegates == 1 and not report.ops_outside_delegates
