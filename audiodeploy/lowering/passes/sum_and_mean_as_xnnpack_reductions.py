@@ -16,7 +16,8 @@ reduced elements ``K`` is fixed::
 
     x [.., K] ── linear(W) ── [.., 1]                    W: a [1, K] constant filled with 1/K (a sum: with 1)
 
-    after, K fixed and above `LINEAR_REDUCTION_LIMIT` (a group norm over all of a fixed-length [C, L])
+    after, K fixed and above `LINEAR_REDUCTION_LIMIT`, and the kept sizes fixed (a group norm over all of a
+    fixed-length [C, L]; with kept sizes that depend on the input length, the linear form above)
 
     x [.., K] ── view [1, P·S, -1, 1] ── mean([2, 3], keepdim) ── view [P, S] ── linear(W) ── [.., 1]
                                                              W: [1, S] filled with 1/S (a sum: with K/S)
@@ -96,7 +97,8 @@ class SumAndMeanAsXnnpackReductionsPass(NodeRewritePass):
             return Skip("two or more of its output sizes depend on the input length")
         if dims != list(range(rank - len(dims), rank)):
             x = insert_op(self.graph, aten.permute.default, (x, kept + dims), origin=node)
-        if is_static(count) and int(count) <= LINEAR_REDUCTION_LIMIT:
+        # Pooled in split rows only where the rows are fixed too: its views need fixed leading sizes.
+        if is_static(count) and (int(count) <= LINEAR_REDUCTION_LIMIT or not is_static(math.prod(lead))):
             reduced = self._as_linear(node, x, lead, int(count), len(dims), 1.0 / int(count) if is_mean else 1.0)
         elif is_static(count):
             reduced = self._as_split_pooling(node, x, lead, int(count), is_mean)

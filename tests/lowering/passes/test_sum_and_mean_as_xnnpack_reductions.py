@@ -172,3 +172,18 @@ def test_fp32_means_in_two_delegates_each_get_their_weight():
     # Lowered: the partitioner's case of a linear's constant weight in each of two delegates.
     report = lower_and_compare(NormsAroundUndelegatedOp().eval(), (torch.randn(2, 8),))
     assert (report.delegates, report.ops_outside_delegates) == (2, {"aten.cumsum": 1})
+
+
+class LongRowsOfFrames(torch.nn.Module):
+    """[1, T, 128, 160]: a sum over 20,480 fixed elements for each of a length's frames (a codebook search's
+    one-hot rows are as long)."""
+
+    def forward(self, x):
+        return x.sum(dim=(-2, -1)) + 1.0
+
+
+def test_a_long_fixed_reduction_of_rows_whose_count_depends_on_the_length_stays_a_linear():
+    """Pooling in split rows needs the rows fixed: here the frames are not, so the linear form takes it, as it did
+    before the pooling form existed (a sum left to the portable kernels split Mimi's encoder into 31 delegates)."""
+    cases = [(0.01 * torch.randn(1, n, 128, 160),) for n in (20, 8, 64)]  # sums near 1: fp32 order aside
+    assert_written_as_reductions(LongRowsOfFrames(), cases, ({1: FRAMES},), {"aten.linear.default": 1})
