@@ -282,7 +282,7 @@ def refresh_views(node: torch.fx.Node) -> None:
     whether a view of them is contiguous, or edge lowering's own view kernels, would be answered from the old
     layout. Shapes are unchanged; only strides can differ.
     """
-    pending = [user for user in node.users if _is_view_op(user)]
+    pending = [user for user in node.users if is_view_op(user)]
     while pending:
         view = pending.pop()
         if not isinstance(view.meta.get("val"), torch.Tensor):
@@ -297,10 +297,10 @@ def refresh_views(node: torch.fx.Node) -> None:
             # and an inferred -1 became a quotient it cannot simplify): the recorded shape is the one to keep.
             continue
         view.meta["val"] = refreshed
-        pending.extend(user for user in view.users if _is_view_op(user))
+        pending.extend(user for user in view.users if is_view_op(user))
 
 
-def _is_view_op(node: torch.fx.Node) -> bool:
+def is_view_op(node: torch.fx.Node) -> bool:
     return node.op == "call_function" and isinstance(node.target, torch._ops.OpOverload) and node.target.is_view
 
 
@@ -547,6 +547,17 @@ class NodeRewritePass(ExportedProgramPass):
     def constants(self) -> dict[torch.fx.Node, torch.Tensor]:
         """The program's constant placeholders and their values (:func:`constant_sources`) as the pass started."""
         return constant_sources(self.exported_program)
+
+    def constant_value(self, node: torch.fx.Node) -> tuple[torch.Tensor, torch.fx.Node] | None:
+        """The value of ``node`` if it is a constant or views of one (``codebook[None]``), and that constant (the one
+        to :meth:`release_constant`); ``None`` otherwise."""
+        views = []
+        while node not in self.constants:
+            if not (is_view_op(node) and isinstance(node.args[0], torch.fx.Node)):
+                return None
+            views.append(node)
+            node = node.args[0]
+        return evaluate(reversed(views), {node: self.constants[node]})[views[0] if views else node], node
 
     def candidates(self) -> Iterable[torch.fx.Node]:
         """The nodes :meth:`rewrite` looks at, in that order: each call of an op of :attr:`targets`, in graph order.

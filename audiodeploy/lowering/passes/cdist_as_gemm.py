@@ -28,8 +28,8 @@ from becoming NaN.
 
 The pass leaves a ``cdist`` as it is, and does nothing on a program without one,
 unless it is a float32 2-norm distance from a tensor to a constant ``[K, D]``
-codebook (a parameter, buffer or constant the program does not compute; or
-``[1, K, D]``, with no more dimensions than the tensor), ``D`` fixed.
+codebook (a parameter, buffer or constant the program does not compute, or a view
+of one; or ``[1, K, D]``, with no more dimensions than the tensor), ``D`` fixed.
 """
 
 from __future__ import annotations
@@ -52,8 +52,11 @@ class CdistAsGemmPass(NodeRewritePass):
             return Skip("its first operand is not a float32 tensor of two or more dimensions")
         if given["p"] != 2:
             return Skip(f"a {given['p']!r}-norm distance, not Euclidean")
-        codebook = self.constants.get(codes)
-        if codebook is None or codebook.dtype != torch.float32 or not 2 <= codebook.dim() <= val.dim():
+        constant = self.constant_value(codes)
+        if constant is None:
+            return Skip("its second operand is not a constant float32 [K, D] codebook")
+        codebook, source = constant
+        if codebook.dtype != torch.float32 or not 2 <= codebook.dim() <= val.dim():
             return Skip("its second operand is not a constant float32 [K, D] codebook")
         if any(size != 1 for size in codebook.shape[:-2]):
             return Skip(f"a batch of {list(codebook.shape[:-2])} codebooks, not one")
@@ -68,5 +71,5 @@ class CdistAsGemmPass(NodeRewritePass):
         norms = insert_op(self.graph, aten.linear.default, (squares, ones), origin=node)
         distances = insert_op(self.graph, aten.add.Tensor, (products, norms), origin=node)
         clamped = insert_op(self.graph, aten.clamp.default, (distances, 0.0), origin=node)
-        self.release_constant(codes)
+        self.release_constant(source)
         return insert_op(self.graph, aten.sqrt.default, (clamped,), origin=node)

@@ -33,7 +33,9 @@ one, when
   each as large as the table, and a program 1.5 times stock's; its projections
   stay GEMMs, in the delegate. (A source something else reads too stays in the
   program: DAC's codebook, normalized for the search and read by the lookup, is
-  stored twice, as its search then runs in the delegate.)
+  stored twice, as its search then runs in the delegate.) A view of another such
+  value is not stored: it stays a view, of that value's constant (Mimi computes its
+  codebook once, for its lookup, and views it as ``[1, K, D]`` for its search).
 """
 
 from __future__ import annotations
@@ -48,6 +50,7 @@ from audiodeploy.lowering.passes._graph import (
     ancestors,
     evaluate,
     is_pure,
+    is_view_op,
 )
 
 
@@ -64,13 +67,16 @@ class ParameterOnlyValuesAsConstantsPass(NodeRewritePass):
             if index in static_slots(node) and arg in self._computed
         ]
         reserved = ancestors(gemm_arguments, expand=self._computed.__contains__)
-        roots = [
+        read_outside = [
             node
             for node in self.graph.nodes
             if node in self._computed
             and node not in reserved
             and any(user not in self._computed for user in node.users)
         ]
+        # A view of another such value stays a view, of that value's constant: stored as well, it would be stored
+        # twice (Mimi's codebook is computed once, read by its lookup, and viewed as [1, K, D] for its search).
+        roots = [node for node in read_outside if _viewed_value(node, self._computed) not in read_outside]
         # Each root's computation, found once: a rewrite replaces only roots downstream of those after it.
         self._computations = {root: ancestors([root], expand=self._computed.__contains__) for root in roots}
         order = {node: index for index, node in enumerate(self.graph.nodes)}
@@ -133,6 +139,14 @@ class ParameterOnlyValuesAsConstantsPass(NodeRewritePass):
             if all(arg in self.constants or arg in computed for arg in node.all_input_nodes):
                 computed.add(node)
         return computed
+
+
+def _viewed_value(node: torch.fx.Node, computed: set[torch.fx.Node]) -> torch.fx.Node | None:
+    """The computed value that ``node`` is a chain of one or more views of, if it is one."""
+    viewed = node
+    while is_view_op(viewed) and isinstance(viewed.args[0], torch.fx.Node) and viewed.args[0] in computed:
+        viewed = viewed.args[0]
+    return viewed if viewed is not node else None
 
 
 def _bytes(tensor: torch.Tensor) -> int:

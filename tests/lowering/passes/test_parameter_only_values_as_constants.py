@@ -1,5 +1,6 @@
 """Values computed from parameters alone as constants: Snake's exp and reciprocal in the delegate, GEMM weights left
-to the weight fold, nothing that would grow the program, values of a shared table weighed together."""
+to the weight fold, nothing that would grow the program, values of a shared table weighed together, a view of a value
+left a view of its constant."""
 
 from __future__ import annotations
 
@@ -60,6 +61,23 @@ class SharedTableProjections(torch.nn.Module):
         return torch.bmm(x, keys) + torch.bmm(x, queries)
 
 
+class ComputedCodebookQuantizer(torch.nn.Module):
+    """Mimi's residual quantizer step in small: the codebook computed from buffers on every call, viewed as
+    [1, K, D] for the search and read as it is by the lookup."""
+
+    def __init__(self, codes: int = 32, dim: int = 8) -> None:
+        super().__init__()
+        self.register_buffer("embed_sum", torch.randn(codes, dim) * 4)
+        self.register_buffer("cluster_usage", torch.rand(codes) * 3 + 0.5)
+
+    def forward(self, x):
+        codebook = self.embed_sum / self.cluster_usage.clamp(min=1e-5)[:, None]
+        rows = x.transpose(1, 2).reshape(-1, codebook.shape[1])
+        indices = torch.cdist(rows[None], codebook[None], compute_mode="use_mm_for_euclid_dist")[0].argmin(-1)
+        residual = rows - torch.nn.functional.embedding(indices, codebook)
+        return residual.reshape(x.shape[0], -1, codebook.shape[1]).transpose(1, 2)
+
+
 def test_fp32_snake_parameters_become_constants_in_one_delegate():
     torch.manual_seed(0)
     module = SnakeBetaConv().eval()
@@ -102,3 +120,24 @@ def test_values_of_a_shared_table_are_stored_together_and_only_when_smaller_than
     summed = export_aten(SharedTableProjections(reduce=True).eval(), (torch.randn(1, 20, 64),))
     assert ParameterOnlyValuesAsConstantsPass(summed)(summed.graph_module).modified
     assert "table" not in summed.state_dict
+
+
+def test_a_view_of_a_computed_codebook_stays_a_view_of_its_one_constant():
+    torch.manual_seed(0)
+    x = torch.randn(1, 8, 20)
+    program = export_aten(ComputedCodebookQuantizer().eval(), (x,))
+    constants = ParameterOnlyValuesAsConstantsPass(program)
+    assert constants(program.graph_module).modified
+    # The codebook [32, 8] is stored once (the [1, 32, 8] view stays a view of it), not twice: twice would be more
+    # than the buffers it is computed from, and the search and lookup would stay outside the delegate.
+    assert len(constants.rewritten) == 1 and constants.skipped == []
+    assert {"embed_sum", "cluster_usage"}.isdisjoint(program.state_dict) and len(program.constants) == 1
+    report = lower_and_compare(
+        ComputedCodebookQuantizer().eval(),
+        (x,),
+        dynamic_shapes=({2: FRAMES},),
+        also_run=[(torch.randn(1, 8, 64),)],
+        atol=1e-4,
+    )
+    assert report.delegates == 1 and "aten.embedding" not in report.ops_outside_delegates, report
+    assert {"CdistAsGemmPass", "EmbeddingAsOneHotGemmPass"} <= set(report.rewrites), report
