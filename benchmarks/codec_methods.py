@@ -33,7 +33,7 @@ import audiodeploy
 from audiodeploy import recipes
 from audiodeploy._files import atomic_write_text
 from audiodeploy.bench.errors import BenchError
-from audiodeploy.bench.runtimes import OnnxExport, OnnxRuntime
+from audiodeploy.bench.runtimes import OnnxExport, OnnxRuntime, first_output
 from audiodeploy.bench.timing import machine_info, set_threads
 from audiodeploy.recipes.spec import LengthRange
 from audiodeploy.runtime.program import Program
@@ -155,9 +155,9 @@ def _timed(
 ) -> dict:
     """The runtimes alternated, a warm-up each first; the medians, their ratios, and how far each output is from
     eager's."""
-    runners = {"audiodeploy": lambda: program.run(inputs, method)[0], "eager": lambda: _first(module(*inputs))}
+    runners = {"audiodeploy": lambda: program.run(inputs, method)[0], "eager": lambda: first_output(module(*inputs))}
     if onnx is not None:
-        runners["onnxruntime"] = lambda: _first(onnx.run(inputs))
+        runners["onnxruntime"] = lambda: first_output(onnx.run(inputs))
     times: dict[str, list[float]] = {name: [] for name in runners}
     outputs: dict[str, torch.Tensor] = {}
     with torch.no_grad():
@@ -181,11 +181,6 @@ def _timed(
             "onnxruntime_difference": _difference(outputs["onnxruntime"], outputs["eager"]),
         }
     return case
-
-
-def _first(outputs: torch.Tensor | tuple[torch.Tensor, ...] | list[torch.Tensor]) -> torch.Tensor:
-    """The codes or the waveform: a chunked codec's encode also gives the chunk's scale."""
-    return outputs[0] if isinstance(outputs, (tuple, list)) else outputs
 
 
 def _difference(actual: torch.Tensor, expected: torch.Tensor) -> str:

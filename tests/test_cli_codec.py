@@ -11,6 +11,7 @@ import soundfile
 import torch
 
 from audiodeploy import recipes, runtime
+from audiodeploy.program.audio import CODEC_CLIPPING_CAUSE
 from audiodeploy.recipes.spec import LengthRange
 from tests.cli import assert_clean_error, audiodeploy, snapshot
 
@@ -63,7 +64,7 @@ def test_run_round_trips_audio_longer_than_the_program_takes_as_eager_does(codec
     assert np.abs(back - np.clip(reference, -1, 1)).max() < 1e-3 + 2**-15
 
 
-def test_runtime_codec_encodes_and_decodes_arrays(codec_model, eager):
+def test_runtime_codec_encodes_and_decodes_arrays(codec_model, eager, tmp_path):
     codec = runtime.load(codec_model)
     assert isinstance(codec, runtime.Codec)
     assert (codec.codebooks, codec.codebook_size, codec.hop) == (2, 64, HOP)
@@ -75,6 +76,9 @@ def test_runtime_codec_encodes_and_decodes_arrays(codec_model, eager):
     waveform = codec.decode(codes[None])  # (1, codebooks, frames), as transformers batches them
     assert waveform.sample_rate == RATE
     assert torch.allclose(waveform.samples, reference, atol=1e-3)
+    written = codec.decode_to_file(codes, tmp_path / "back.wav")
+    # A clipped decode blames the codes or the loudness of what was encoded, not a mel.
+    assert written.samples == reference.numel() and written.clipping_cause == CODEC_CLIPPING_CAUSE
 
 
 @pytest.mark.parametrize(

@@ -253,9 +253,13 @@ class EagerRuntime(Runtime):
 
     def run(self, inputs: Sequence[torch.Tensor]) -> torch.Tensor:
         with torch.no_grad():
-            outputs = self.module(*inputs)
-        # The first output, as the programs and ONNX Runtime give theirs (a chunked codec's encode adds its scale).
-        return outputs[0] if isinstance(outputs, tuple) else outputs
+            return first_output(self.module(*inputs))
+
+
+def first_output(outputs: torch.Tensor | Sequence[torch.Tensor]) -> torch.Tensor:
+    """The output a benchmark compares: the only one, or the first (a chunked codec's encode also gives the chunk's
+    scale), as the programs and ONNX Runtime give theirs."""
+    return outputs if isinstance(outputs, torch.Tensor) else outputs[0]
 
 
 class OnnxRuntime(Runtime):

@@ -516,6 +516,8 @@ class Vocoder(_Windowed):
 
     frame_dtype: type[np.generic] = np.float32
     """What the program takes its frames as."""
+    clipping_cause: str = VOCODER_CLIPPING_CAUSE
+    """What most likely made a written waveform clip (a codec's decode says codes, not a mel)."""
 
     def __init__(self, program: Program, description: ProgramDescription, path: Path | None = None) -> None:
         super().__init__(program, description, path)
@@ -636,7 +638,9 @@ class Vocoder(_Windowed):
         nothing is left behind when anything fails."""
         with WavWriter(path, self.spec.sample_rate) as writer:
             windows = self._vocode(source, sample_rate, window_seconds, overlap_seconds, progress, writer.write)
-        return WrittenAudio(Path(path), writer.samples, self.spec.sample_rate, windows, writer.clipped)
+        return WrittenAudio(
+            Path(path), writer.samples, self.spec.sample_rate, windows, writer.clipped, self.clipping_cause
+        )
 
 
 class Codec(_WaveformEncoder):
@@ -717,6 +721,7 @@ class _CodesDecoder(Vocoder):
 
     method = DECODE_METHOD
     frame_dtype = np.int64
+    clipping_cause = CODEC_CLIPPING_CAUSE
 
     @property
     def decoder(self) -> CodecDecoder:
