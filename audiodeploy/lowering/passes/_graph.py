@@ -349,9 +349,12 @@ def gather_taps(
     name: str,
     *,
     origin: torch.fx.Node,
+    time_dim: int = 3,
 ) -> torch.fx.Node:
     """``[N, taps * C, 1, To]`` from a one-row image ``[N, C, 1, T]``: channel ``t * C + c`` holds tap ``t`` of
-    channel ``c`` (the input a 1x1 GEMM reads to compute a ``taps``-wide convolution).
+    channel ``c`` (the input a 1x1 GEMM reads to compute a ``taps``-wide convolution). With ``time_dim=2``, the
+    same from a one-column image ``[N, C, T, 1]`` (as XNNPACK and :mod:`.conv_chains_as_images` write a ``conv1d``),
+    ``[N, taps * C, To, 1]``.
 
     One depthwise convolution with a one-hot kernel per tap, concatenated: XNNPACK's depthwise kernel takes one
     output channel per group (a channel multiplier of ``taps`` runs as a slow grouped GEMM). With one channel,
@@ -361,9 +364,12 @@ def gather_taps(
     if taps == 1 and (stride, padding) == (1, 0):
         return image
 
+    def along_time(step: int, other: int) -> list[int]:
+        return [other, step] if time_dim == 3 else [step, other]
+
     def select(one_hot: torch.Tensor, groups: int, suffix: str) -> torch.fx.Node:
-        selection = add_constant(ep, graph, f"{name}{suffix}", one_hot.view(-1, 1, 1, taps))
-        args = (image, selection, None, [1, stride], [0, padding], [1, dilation], groups)
+        selection = add_constant(ep, graph, f"{name}{suffix}", one_hot.view(-1, 1, *along_time(taps, 1)))
+        args = (image, selection, None, along_time(stride, 1), along_time(padding, 0), along_time(dilation, 1), groups)
         return insert_op(graph, aten.conv2d.default, args, origin=origin)
 
     if channels == 1:

@@ -18,8 +18,9 @@ ops XNNPACK delegates (``mean`` is made delegable by
 
     group_norm(x [N, C, L], G, w, b, eps): x viewed as [N, G, C/G * L], the last
     dimension normalized as above, viewed back, then mul(w [C, 1]) and add(b [C, 1]);
-    with G == C (wav2vec2's first feature layer), x as rows [N, C, 1, L] normalized
-    over dims (2, 3), mul(w [1, C, 1, 1]), add(b [1, C, 1, 1]), then squeeze(2);
+    with G == C (wav2vec2's first feature layer), x as a one-column image [N, C, L, 1]
+    (as XNNPACK writes a conv1d) normalized over dims (2, 3), mul(w [1, C, 1, 1]),
+    add(b [1, C, 1, 1]), then squeeze(-1);
     a constant w or b is stored in the shape it broadcasts in
 
     var(x, dims, correction=c): mean((x - mean(x, dims))², dims) * n / (n - c); std: its square root.
@@ -119,10 +120,10 @@ def _group_norm(pass_: DecomposeNormalizationPass, node: torch.fx.Node) -> torch
     graph = pass_.graph
     channel_shape = [int(channels)] + [1] * (len(shape) - 2)
     if len(shape) == 3 and groups == channels:
-        # One row per channel: normalized as [N, C, 1, L], which XNNPACK reduces in its
-        # channels-last layout without a transpose.
-        rows = insert_op(graph, aten.unsqueeze.default, (x, 2), origin=node)
-        y = _normalize(graph, rows, [2, 3], eps, node)
+        # One column per channel: normalized as [N, C, L, 1], which XNNPACK reduces in its channels-last layout
+        # without a transpose, in the orientation of the convolutions around it (one image, no layout change).
+        columns = insert_op(graph, aten.unsqueeze.default, (x, -1), origin=node)
+        y = _normalize(graph, columns, [2, 3], eps, node)
         row_shape = [1, *channel_shape, 1]
         y = _affine(
             graph,
@@ -131,7 +132,7 @@ def _group_norm(pass_: DecomposeNormalizationPass, node: torch.fx.Node) -> torch
             _per_channel(pass_, graph, bias, row_shape, node),
             node,
         )
-        return insert_op(graph, aten.squeeze.dim, (y, 2), origin=node)
+        return insert_op(graph, aten.squeeze.dim, (y, -1), origin=node)
     grouped = insert_op(graph, aten.view.default, (x, grouped_sizes), origin=node)
     y = _normalize(graph, grouped, [-1], eps, node)
     y = insert_op(graph, aten.view.default, (y, original_sizes), origin=node)

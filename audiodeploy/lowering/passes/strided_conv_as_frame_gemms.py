@@ -23,17 +23,19 @@ apart::
 multiplies per output where the gathering took ``k`` per tap. With ``m == 1`` (kernel equal to the stride)
 there is nothing to shift, and the linear's output is permuted back. On AMD EPYC, one thread, one such
 convolution against the tap gathering: 2.6x faster at 512 to 1024 channels with ``k = 16``, 1.5-2x at 128 to
-256 channels, 1.2x at 64, equal where ``k == s``. The result equals the convolution's for finite inputs; an
+256 channels, 1.2x at 64, equal where ``k == s``. Against XNNPACK's own (indirect GEMM) convolution, which now
+takes the strided convolutions this pass leaves, on AMD EPYC (AVX-512), two threads: 1.4x faster at 512 to 1024
+channels with ``k = 16``, equal at 256 to 512 with ``k = 8``, 0.6x at 64 to 128 with ``k = 4``. The result equals the convolution's for finite inputs; an
 infinite input makes every output of its frames NaN (``0 * inf`` in the shifts).
 
 A constant ``W`` read by nothing else is replaced by the ``m`` reordered constants. A computed ``W``
-(``weight_norm``: EnCodec's and DAC's) stays with :mod:`strided_conv_as_gemm`: its ``m`` GEMMs would share one
+(``weight_norm``: EnCodec's and DAC's) stays XNNPACK's convolution, its weight folded: its ``m`` GEMMs would share one
 computation, and :mod:`fold_computed_gemm_weights` folds a computation that feeds one GEMM only. One GEMM of
 all ``m`` strides (the foldable form) needs its ``m`` column blocks summed one frame apart, which XNNPACK 1.5.1
 does as a grouped convolution (slower than the tap gathering at 64 channels) or, written as a gathering of
 frames before a 1x1 GEMM, at most 1.1x faster at 512 channels (both measured as above).
 
-The pass leaves a convolution to :mod:`strided_conv_as_gemm`, and does nothing on a program without one,
+The pass leaves a convolution to :mod:`strided_conv_as_gemm` (one input channel) or to XNNPACK, and does nothing on a program without one,
 unless it is a float32 ``conv1d`` with stride above one, a kernel of whole strides, dilation one, one group,
 a numeric padding, more than one input channel, a static batch, a padded length of exactly ``To + m - 1``
 frames at every length of the exported range (no samples left over past the last window), and a weight that is

@@ -1,45 +1,35 @@
-"""Write a strided 1-D convolution as tap selections and one GEMM (a 1x1 convolution).
+"""Write a strided 1-D convolution of a one-channel signal as one tap gathering and one GEMM (a 1x1 convolution).
 
-XNNPACK runs a convolution whose kernel is wider than one step, or whose stride
-is not one, through its indirect GEMM with an indirection buffer; on the AVX2
-machine of issue 5 that runs at about half the speed of its plain GEMM (a linear
-or a 1x1 stride-1 convolution): wav2vec2's 512->512 kernel-3 stride-2 feature
-encoder convolutions took twice ONNX Runtime's time. The pass gathers the ``k``
-taps of each output step with depthwise convolutions whose weights are one-hot
-(memory-bound: a multiply by one and ``k - 1`` by zero per gathered value),
-concatenates them along the channels, and multiplies by the weight in one GEMM
-(a 1x1 convolution, which XNNPACK runs as its plain GEMM)::
+The first layer of a speech encoder convolves the samples themselves (wav2vec2: 512 output channels, kernel 10,
+stride 5), one input channel wide: a GEMM ``k`` deep. The pass gathers the ``k`` taps of each output step with one
+convolution whose kernel is the identity, and multiplies them by the weight in one GEMM (a 1x1 convolution,
+XNNPACK's plain GEMM; 4 ms of wav2vec2 base's 750 at 10 s of audio), on a one-column image ``[N, C, T, 1]`` as
+XNNPACK and :mod:`.conv_chains_as_images` write a ``conv1d``, so that the layers after it (its normalization,
+activation and the next convolutions) stay one image without a layout change::
 
     before
 
-    x [N, C, T] ── conv1d(W [Co, C, k], b, stride s, padding p) ── y [N, Co, To]
+    x [N, 1, T] ── conv1d(W [Co, 1, k], b, stride s, padding p) ── y [N, Co, To]
 
-    after, C > 1 (images of one row: XNNPACK keeps them channels-last from op to op)
+    after
 
-    x ── unsqueeze(2) ─┬─ conv2d(E_0 [C, 1, 1, k], stride (1, s), padding (0, p), groups C) ─┐  tap 0 of each channel
-                       ├─ ...                                                               ├─ cat(dim 1) ─┐
-                       └─ conv2d(E_k-1, ...) ───────────────────────────────────────────────┘              │
-                                                         [N, k*C, 1, To] ── conv2d(·, W', b) ── squeeze(2) ── y
-                                        W' = W.permute(0, 2, 1).reshape(Co, k*C, 1, 1) ──┘
+    x ── unsqueeze(-1) ── conv2d(E [k, 1, k, 1], stride (s, 1), padding (p, 0)) ── [N, k, To, 1] ──
+        ── conv2d(W' [Co, k, 1, 1], b) ── squeeze(-1) ── y                          W' = W.reshape(Co, k, 1, 1)
 
-    after, C == 1 (the first layer, on samples): one conv2d(E [k, 1, 1, k]) gathers all taps
+A wider input (the layers after it) is left to XNNPACK's indirect GEMM, chained by :mod:`.conv_chains_as_images`:
+on AMD EPYC (AVX-512) it runs wav2vec2 base's 512-channel kernel-3 stride-2 layers at its GEMM's rate (220 against
+215 GFLOP/s), where gathering their taps with one-hot depthwise convolutions first cost a fifth more time (145
+against 114 ms for the second layer at 10 s of audio) and 95 MiB more memory. (On the AVX2 machine of issue 5 the
+indirect GEMM measured half its GEMM's rate, and gathering won there: re-measure on such a CPU.) The result equals
+the convolution's for finite inputs; an infinite sample makes every output whose window holds it NaN (``0 * inf``)
+where the convolution gives an infinity or NaN.
 
-``E_j`` holds a one in tap ``j``. With ``C > 1`` the taps are separate depthwise
-convolutions because XNNPACK's depthwise kernel takes one output channel per
-group (a channel multiplier of ``k`` runs as a slow grouped GEMM). Consecutive
-rewritten layers leave ``squeeze(2) ── gelu ── unsqueeze(2)`` between them, which
-:mod:`squeeze_unsqueeze_pairs` removes. The result equals the convolution's for
-finite inputs; an infinite input makes every output whose window holds it NaN
-(``0 * inf``) where the convolution gives an infinity or NaN.
+A constant ``W`` read by nothing else is replaced by the reordered constant; a computed ``W`` (``weight_norm``)
+gets the reorder as ops of its computation, which :mod:`fold_computed_gemm_weights` then folds.
 
-A constant ``W`` read by nothing else is replaced by the reordered constant; a
-computed ``W`` (``weight_norm``) gets the reorder as two more ops of its
-computation, which :mod:`fold_computed_gemm_weights` then folds.
-
-The pass leaves a convolution as it is, and does nothing on a program without
-one, unless it is a float32 ``conv1d`` with stride above one, dilation one, one
-group, a numeric padding, at most :data:`MAX_TAPS` taps, and a weight that is
-either computed or a constant only it reads.
+The pass leaves a convolution as it is, and does nothing on a program without one, unless it is a float32
+``conv1d`` of one input channel with stride above one, dilation one, one group, a numeric padding, at most
+:data:`MAX_TAPS` taps, and a weight that is either computed or a constant only it reads.
 """
 
 from __future__ import annotations
@@ -76,19 +66,22 @@ class StridedConvAsGemmPass(NodeRewritePass):
         bias = arguments(conv)["bias"]
         w_val = tensor_of(weight)
         _, channels, taps = (int(s) for s in w_val.shape)
+        if channels > 1:
+            return Skip(f"{channels} input channels: XNNPACK's indirect GEMM convolves them at its GEMM's rate")
         if taps > MAX_TAPS:
             return Skip(f"{taps} taps, more than {MAX_TAPS}")
         if weight in self.constants and len(weight.users) > 1:
             return Skip("its weight is also read elsewhere: reordering it would store it twice")
 
-        x_4d = insert_op(self.graph, aten.unsqueeze.default, (x, 2), origin=conv)
+        image = insert_op(self.graph, aten.unsqueeze.default, (x, -1), origin=conv)
         gathered = gather_taps(
-            self.exported_program, self.graph, x_4d, taps, stride, padding, 1, f"{conv.name}_tap", origin=conv
-        )
+            self.exported_program, self.graph, image, taps, stride, padding, 1, f"{conv.name}_tap", origin=conv,
+            time_dim=2,
+        )  # fmt: skip
         gemm = insert_op(
             self.graph, aten.conv2d.default, (gathered, self._reordered_weight(conv, weight), bias), origin=conv
         )
-        return insert_op(self.graph, aten.squeeze.dim, (gemm, 2), origin=conv)
+        return insert_op(self.graph, aten.squeeze.dim, (gemm, -1), origin=conv)
 
     def _reordered_weight(self, conv: torch.fx.Node, weight: torch.fx.Node) -> torch.fx.Node:
         """``W.permute(0, 2, 1).reshape(Co, k * C, 1, 1)``: a constant, or ops on a computed weight."""

@@ -1,4 +1,5 @@
-"""Strided 1-D convolutions as one-hot tap gathers and a GEMM: one delegate, the same numbers as eager.
+"""Strided 1-D convolutions: the first layer on samples as a tap gathering and a GEMM, the wider ones left to
+XNNPACK's indirect GEMM; one delegate, one image from the first layer to the last, the same numbers as eager.
 
 The feature encoder's .pte runs with ExecuTorch's runtime, the weight-normed one's
 rewritten program with PyTorch; each is compared with eager PyTorch at both ends of
@@ -14,7 +15,7 @@ from torch.nn.utils.parametrizations import weight_norm
 
 from audiodeploy.lowering.passes._graph import constant_sources
 from audiodeploy.lowering.passes.strided_conv_as_gemm import StridedConvAsGemmPass
-from tests.pipeline import assert_rewrites, export_aten, lower_and_compare
+from tests.pipeline import assert_rewrites, export_aten, lower_and_compare, rewritten
 
 aten = torch.ops.aten
 
@@ -24,8 +25,10 @@ SAMPLES = Dim("samples", min=400, max=4000)
 class FeatureEncoder(torch.nn.Module):
     """wav2vec2's feature encoder in small: kernel 10 stride 5 on samples, then kernel 3 and 2 at stride 2."""
 
-    def __init__(self, bias: bool = False, padding: int = 0) -> None:
+    def __init__(self, bias: bool = False, padding: int = 0, group_norm: bool = False) -> None:
         super().__init__()
+        # wav2vec2's "group" feature norm: one group per channel, after the first layer only
+        self.norm = torch.nn.GroupNorm(16, 16) if group_norm else torch.nn.Identity()
         self.layers = torch.nn.ModuleList(
             [
                 torch.nn.Conv1d(1, 16, 10, stride=5, bias=bias),
@@ -37,8 +40,9 @@ class FeatureEncoder(torch.nn.Module):
 
     def forward(self, waveform):
         x = waveform.unsqueeze(1)
-        for layer in self.layers:
-            x = torch.nn.functional.gelu(layer(x))
+        for index, layer in enumerate(self.layers):
+            x = layer(x)
+            x = torch.nn.functional.gelu(self.norm(x) if index == 0 else x)
         return x.transpose(1, 2)
 
 
@@ -67,31 +71,47 @@ def strided_gemms(ep) -> int:
     return count
 
 
-def test_fp32_feature_encoder_is_gathers_and_gemms_in_one_delegate():
+def test_fp32_feature_encoder_is_one_image_in_one_delegate():
     torch.manual_seed(0)
-    module = FeatureEncoder(bias=True, padding=1).eval()
+    module = FeatureEncoder(bias=True, padding=1, group_norm=True).eval()
     first, *others = lengths()
     report = lower_and_compare(module, first, dynamic_shapes=({1: SAMPLES},), also_run=others)
     assert (report.delegates, report.ops_outside_delegates) == (1, {})
-    assert "StridedConvAsGemmPass" in report.rewrites
-    assert "SqueezeUnsqueezePairsPass" in report.rewrites  # the layers hand over without layout changes
+    assert {"StridedConvAsGemmPass", "ConvChainsAsImagesPass", "SqueezeUnsqueezePairsPass"} <= set(report.rewrites)
+    # From the samples' column to the last convolution one image [N, C, T, 1]: the gathering, the group norm and
+    # the convolutions after it in one orientation, so that XNNPACK changes no layout between them.
+    nodes = list(rewritten(module, first, ({1: SAMPLES},)).program.graph.nodes)
+    convolutions = [index for index, node in enumerate(nodes) if node.target == aten.conv2d.default]
+    between = nodes[convolutions[0] : convolutions[-1]]
+    assert len(convolutions) == 5 and not [node.name for node in between if node.target in _RESHAPES]
 
 
-def test_fp32_rewritten_program_keeps_no_dense_strided_convolution():
+_RESHAPES = frozenset(
+    {aten.view.default, aten.reshape.default, aten.unsqueeze.default, aten.squeeze.dim, aten.permute.default}
+)
+
+
+def test_fp32_only_the_one_channel_convolution_is_gathered():
     ep = export_aten(FeatureEncoder().eval(), lengths()[0], dynamic_shapes=({1: SAMPLES},))
     assert strided_gemms(ep) == 4
-    assert StridedConvAsGemmPass(ep)(ep.graph_module).modified
-    assert strided_gemms(ep) == 0
+    gathering = StridedConvAsGemmPass(ep)
+    assert gathering(ep.graph_module).modified
+    assert strided_gemms(ep) == 3
+    assert (
+        sorted(reason for _, reason in gathering.skipped)
+        == ["16 input channels: XNNPACK's indirect GEMM convolves them at its GEMM's rate"] * 3
+    )
 
 
-def test_fp32_weight_norm_strided_conv_is_folded_then_gathered():
+def test_fp32_weight_norm_strided_conv_is_folded():
     torch.manual_seed(0)
     module = FeatureEncoder().eval()
+    module.layers[0] = weight_norm(module.layers[0], dim=2)
     module.layers[1] = weight_norm(module.layers[1], dim=2)
     counts = {"aten._weight_norm.default": 0}
     result = assert_rewrites(module, lengths(), "StridedConvAsGemmPass", counts, dynamic_shapes=({1: SAMPLES},))
-    assert [fold.candidate.gemm_label for fold in result.folds] == ["conv2d @ layers.1"]
-    assert strided_gemms(result.program) == 0
+    assert sorted(fold.candidate.gemm_label for fold in result.folds) == ["conv2d @ layers.0", "conv2d @ layers.1"]
+    assert strided_gemms(result.program) == 3
 
 
 class Untouched(torch.nn.Module):
