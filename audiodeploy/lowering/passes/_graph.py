@@ -304,6 +304,14 @@ def is_view_op(node: torch.fx.Node) -> bool:
     return node.op == "call_function" and isinstance(node.target, torch._ops.OpOverload) and node.target.is_view
 
 
+def viewed_chain(node: torch.fx.Node) -> list[torch.fx.Node]:
+    """``node``, the tensor it views, the one that one views, ..., down to the first that is not a view."""
+    chain = [node]
+    while is_view_op(chain[-1]) and isinstance(chain[-1].args[0], torch.fx.Node):
+        chain.append(chain[-1].args[0])
+    return chain
+
+
 def replace_input(ep: ExportedProgram, user: torch.fx.Node, node: torch.fx.Node, replacement: torch.fx.Node) -> None:
     """Make ``user`` (possibly the output node) read ``replacement`` instead of ``node``."""
     user.replace_input_with(node, replacement)
@@ -557,13 +565,10 @@ class NodeRewritePass(ExportedProgramPass):
     def constant_value(self, node: torch.fx.Node) -> tuple[torch.Tensor, torch.fx.Node] | None:
         """The value of ``node`` if it is a constant or views of one (``codebook[None]``), and that constant (the one
         to :meth:`release_constant`); ``None`` otherwise."""
-        views = []
-        while node not in self.constants:
-            if not (is_view_op(node) and isinstance(node.args[0], torch.fx.Node)):
-                return None
-            views.append(node)
-            node = node.args[0]
-        return evaluate(reversed(views), {node: self.constants[node]})[views[0] if views else node], node
+        *views, source = viewed_chain(node)
+        if source not in self.constants:
+            return None
+        return evaluate(reversed(views), {source: self.constants[source]})[node], source
 
     def candidates(self) -> Iterable[torch.fx.Node]:
         """The nodes :meth:`rewrite` looks at, in that order: each call of an op of :attr:`targets`, in graph order.

@@ -52,11 +52,8 @@ class CdistAsGemmPass(NodeRewritePass):
             return Skip("its first operand is not a float32 tensor of two or more dimensions")
         if given["p"] != 2:
             return Skip(f"a {given['p']!r}-norm distance, not Euclidean")
-        constant = self.constant_value(codes)
-        if constant is None:
-            return Skip("its second operand is not a constant float32 [K, D] codebook")
-        codebook, source = constant
-        if codebook.dtype != torch.float32 or not 2 <= codebook.dim() <= val.dim():
+        codebook, source = self.constant_value(codes) or (None, None)
+        if codebook is None or codebook.dtype != torch.float32 or not 2 <= codebook.dim() <= val.dim():
             return Skip("its second operand is not a constant float32 [K, D] codebook")
         if any(size != 1 for size in codebook.shape[:-2]):
             return Skip(f"a batch of {list(codebook.shape[:-2])} codebooks, not one")

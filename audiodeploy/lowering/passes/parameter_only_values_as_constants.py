@@ -50,7 +50,7 @@ from audiodeploy.lowering.passes._graph import (
     ancestors,
     evaluate,
     is_pure,
-    is_view_op,
+    viewed_chain,
 )
 
 
@@ -76,7 +76,8 @@ class ParameterOnlyValuesAsConstantsPass(NodeRewritePass):
         ]
         # A view of another such value stays a view, of that value's constant: stored as well, it would be stored
         # twice (Mimi's codebook is computed once, read by its lookup, and viewed as [1, K, D] for its search).
-        roots = [node for node in read_outside if _viewed_value(node, self._computed) not in read_outside]
+        read = set(read_outside)
+        roots = [node for node in read_outside if read.isdisjoint(viewed_chain(node)[1:])]
         # Each root's computation, found once: a rewrite replaces only roots downstream of those after it.
         self._computations = {root: ancestors([root], expand=self._computed.__contains__) for root in roots}
         order = {node: index for index, node in enumerate(self.graph.nodes)}
@@ -139,14 +140,6 @@ class ParameterOnlyValuesAsConstantsPass(NodeRewritePass):
             if all(arg in self.constants or arg in computed for arg in node.all_input_nodes):
                 computed.add(node)
         return computed
-
-
-def _viewed_value(node: torch.fx.Node, computed: set[torch.fx.Node]) -> torch.fx.Node | None:
-    """The computed value that ``node`` is a chain of one or more views of, if it is one."""
-    viewed = node
-    while is_view_op(viewed) and isinstance(viewed.args[0], torch.fx.Node) and viewed.args[0] in computed:
-        viewed = viewed.args[0]
-    return viewed if viewed is not node else None
 
 
 def _bytes(tensor: torch.Tensor) -> int:
