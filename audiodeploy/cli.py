@@ -14,7 +14,6 @@ from __future__ import annotations
 import contextlib
 import io
 import math
-import os
 import signal
 import sys
 import time
@@ -1243,6 +1242,7 @@ def bench(
     import shlex
 
     from audiodeploy.bench.request import BenchRequest, PosConvShape, check, parse_compare
+    from audiodeploy.bench.timing import restart_with_passive_openmp_threads
 
     _check_bench_outputs(target, json_path, plot)
 
@@ -1270,7 +1270,8 @@ def bench(
         command=shlex.join(["audiodeploy", *sys.argv[1:]]),
     )
     check(request)  # without torch, so before the restart: a mistake costs no second process
-    _restart_with_passive_openmp_threads()
+    # before `bench` imports torch: the policy is read when it loads
+    restart_with_passive_openmp_threads(["-m", "audiodeploy", *sys.argv[1:]])
     _measure_and_write(request, json_path, plot)
 
 
@@ -1282,21 +1283,6 @@ def _check_bench_outputs(target: str, json_path: Path | None, plot: Path | None)
         protected = [(Path(target), "the program being measured")] + [(p, o) for p, o in outputs if o != option]
         refuse_overwrite(path, protected, option)
         check_writable(path, option)
-
-
-def _restart_with_passive_openmp_threads() -> None:
-    """Run the command again in a fresh process with ``OMP_WAIT_POLICY=PASSIVE``, unless the policy is set."""
-    if "OMP_WAIT_POLICY" in os.environ:
-        return
-    # PyTorch's OpenMP threads spin between ops by default; on a machine where another process holds a
-    # core that made eager PyTorch 40x slower here, and in an interleaved run a spinning pool takes the
-    # CPU from the runtime timed next. The policy is read when torch loads, hence a fresh process, started
-    # before `bench` imports torch.
-    os.execve(
-        sys.executable,
-        [sys.executable, "-m", "audiodeploy", *sys.argv[1:]],
-        {**os.environ, "OMP_WAIT_POLICY": "PASSIVE"},
-    )
 
 
 def _measure_and_write(request: BenchRequest, json_path: Path | None, plot: Path | None) -> None:

@@ -23,6 +23,7 @@ import io
 import json
 import re
 import statistics
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -34,7 +35,7 @@ from audiodeploy import recipes
 from audiodeploy._files import atomic_write_text
 from audiodeploy.bench.errors import BenchError
 from audiodeploy.bench.runtimes import OnnxExport, OnnxRuntime, first_output
-from audiodeploy.bench.timing import machine_info, set_threads
+from audiodeploy.bench.timing import machine_info, restart_with_passive_openmp_threads, set_threads
 from audiodeploy.recipes.spec import LengthRange
 from audiodeploy.runtime.program import Program
 
@@ -51,6 +52,7 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=2)
     args = parser.parse_args()
     seconds = sorted(args.seconds or (1.0, 10.0))
+    restart_with_passive_openmp_threads(sys.argv)
     threads = set_threads(args.threads)
     recipe = recipes.get(args.recipe)
     if seconds[0] < args.min_seconds:

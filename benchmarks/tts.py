@@ -24,6 +24,7 @@ import argparse
 import copy
 import json
 import statistics
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -33,7 +34,8 @@ import torch
 
 from audiodeploy import recipes, runtime
 from audiodeploy._files import atomic_write_text
-from audiodeploy.bench.timing import machine_info, set_threads
+from audiodeploy.bench.runtimes import onnxruntime_session_options
+from audiodeploy.bench.timing import machine_info, restart_with_passive_openmp_threads, set_threads
 from audiodeploy.program.tts import sentences
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -56,6 +58,7 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
+    restart_with_passive_openmp_threads(sys.argv)
     threads = set_threads(args.threads)
     synthesizer = runtime.load(args.program)
     assert isinstance(synthesizer, runtime.Synthesizer), f"{args.program} is not a text-to-speech program"
@@ -170,9 +173,7 @@ def _onnx_session(model: torch.nn.Module, path: Path, threads: int):
         dynamic_axes={"input_ids": {1: "tokens"}, "waveform": {1: "samples"}},
         opset_version=17,
     )
-    options = onnxruntime.SessionOptions()
-    options.intra_op_num_threads = threads
-    options.inter_op_num_threads = 1
+    options = onnxruntime_session_options(threads)
     return onnxruntime.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
 
 

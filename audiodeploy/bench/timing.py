@@ -16,7 +16,7 @@ import shlex
 import statistics
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 
@@ -128,6 +128,18 @@ def paired_ratio(a: Timing, b: Timing) -> float:
 def _rotated(runners: list[Runner], i: int) -> list[Runner]:
     k = i % len(runners)
     return runners[k:] + runners[:k]
+
+
+def restart_with_passive_openmp_threads(command: Sequence[str]) -> None:
+    """Run ``python COMMAND`` again in a fresh process with ``OMP_WAIT_POLICY=PASSIVE``, unless the policy is set.
+
+    PyTorch's OpenMP threads spin between ops by default; on a machine where another process holds a core that made
+    eager PyTorch 40x slower here, and in an interleaved run a spinning pool takes the CPU from the runtime timed
+    next. The policy is read when torch loads, hence a fresh process.
+    """
+    if "OMP_WAIT_POLICY" in os.environ:
+        return
+    os.execve(sys.executable, [sys.executable, *command], {**os.environ, "OMP_WAIT_POLICY": "PASSIVE"})
 
 
 def set_threads(threads: int | None) -> int:

@@ -473,19 +473,24 @@ ELEMENTWISE = frozenset(
         aten.tanh.default,
         aten.sigmoid.default,
         aten.hardtanh.default,
+        aten.hardswish.default,
         aten.elu.default,
+        aten.clamp.default,
+        aten.abs.default,
+        aten.neg.default,
+        aten.exp.default,
+        aten.log.default,
+        aten.sqrt.default,
+        aten.rsqrt.default,
+        aten.sin.default,
+        aten.cos.default,
+        aten.pow.Tensor_Scalar,
     }
 )
 """Ops of one tensor (and scalars) that compute each element from that element alone."""
 
-
-def elementwise_chain(node: torch.fx.Node) -> tuple[list[torch.fx.Node], torch.fx.Node]:
-    """The elementwise ops, last first, read only by each other from ``node`` back; and what the first reads."""
-    chain = []
-    while node.op == "call_function" and node.target in ELEMENTWISE and len(node.users) == 1:
-        chain.append(node)
-        node = node.args[0]
-    return chain, node
+ARITHMETIC = frozenset({aten.add.Tensor, aten.sub.Tensor, aten.mul.Tensor, aten.div.Tensor})
+"""Ops of two tensors (or a tensor and a number) that compute each element from the elements broadcast to it."""
 
 
 def rewrite_done(ep: ExportedProgram) -> None:

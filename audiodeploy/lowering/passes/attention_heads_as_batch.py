@@ -48,6 +48,7 @@ from __future__ import annotations
 import torch
 
 from audiodeploy.lowering.passes._graph import (
+    ARITHMETIC,
     RESHAPES,
     NodeRewritePass,
     Skip,
@@ -71,9 +72,6 @@ _ARITHMETIC = {
     aten.add.Scalar,
     aten.sub.Scalar,
 }
-
-
-_TENSOR_ARITHMETIC = {aten.mul.Tensor, aten.div.Tensor, aten.add.Tensor, aten.sub.Tensor}
 
 
 def _unit_batch_4d(node: object) -> bool:
@@ -117,7 +115,7 @@ def _keeps_batch_dim(node: torch.fx.Node) -> bool:
         if len(args) != 2 or node.kwargs:
             return False
         return isinstance(args[1], (int, float)) or (
-            target in _TENSOR_ARITHMETIC and (_unit_batch_4d(args[1]) or _broadcasts_over_last_two(args[1]))
+            target in ARITHMETIC and (_unit_batch_4d(args[1]) or _broadcasts_over_last_two(args[1]))
         )
     return target == aten.matmul.default and _is_batched_matmul(node)
 

@@ -1,4 +1,4 @@
-"""Write a 1-D convolution that reads or feeds another one on a one-column image, as XNNPACK runs it.
+"""Write a 1-D convolution that elementwise ops join to another one on a one-column image, as XNNPACK runs it.
 
 XNNPACK convolves only images: its preprocess writes each ``conv1d`` as
 ``unsqueeze(-1) ── conv2d ── squeeze(-1)`` on a one-column image ``[N, C, T, 1]``,
@@ -8,10 +8,10 @@ whole input and output, also where one convolution reads another's output
 directly or through elementwise ops (BigVGAN's anti-aliased activations end in
 a downsampling convolution that the next convolution reads, 109 times in a
 published generator; HiFi-GAN's residual blocks put a leaky ReLU between two
-convolutions). The pass writes such convolutions as XNNPACK would, before the
-lowering's :mod:`squeeze_unsqueeze_pairs` runs, which then applies the
-elementwise ops to the image and drops the pair, so that XNNPACK keeps the
-image channels-last from one convolution to the next::
+convolutions and add each one's output to its input). The pass writes such
+convolutions as XNNPACK would, before the lowering's :mod:`squeeze_unsqueeze_pairs`
+runs, which then applies the elementwise ops to the image and drops the pairs,
+so that XNNPACK keeps the image channels-last from one convolution to the next::
 
     before
 
@@ -27,19 +27,19 @@ image channels-last from one convolution to the next::
     x ── unsqueeze(-1) ── conv2d(W1', b1) ── leaky_relu ── conv2d(W2', b2) ── squeeze(-1) ── y
 
 Each convolution's stride, padding and dilation go on the height. The result
-is the computation XNNPACK runs for the ``conv1d`` calls, without the layout
-changes between them. A constant weight read by nothing else is replaced by
-its 4-D copy; a computed weight (``weight_norm``) gets an ``unsqueeze`` as one
-more op of its computation, which :mod:`fold_computed_gemm_weights` folds with
-the rest.
+is the computation XNNPACK runs for the ``conv1d`` calls, so a convolution
+written on an image costs no more than before even where its neighbours stay
+signals. A constant weight read by nothing else is replaced by its 4-D copy; a
+computed weight (``weight_norm``) gets an ``unsqueeze`` as one more op of its
+computation, which :mod:`fold_computed_gemm_weights` folds with the rest.
 
 The pass leaves a convolution as it is, and does nothing on a program without
-such a chain, unless it is a float32 ``conv1d`` of a ``[N, C, T]`` tensor with
+two joined ones, unless it is a float32 ``conv1d`` of a ``[N, C, T]`` tensor with
 numeric stride, padding and dilation, whose weight is computed or a constant
-only it reads, and that reads the output of another such convolution, or whose
-output another such convolution reads, through unary elementwise ops (those of
-:data:`~audiodeploy.lowering.passes.squeeze_unsqueeze_pairs.ELEMENTWISE`) each
-read once.
+only it reads, and whose input or output elementwise ops (of one tensor,
+:data:`~audiodeploy.lowering.passes._graph.ELEMENTWISE`, or arithmetic of two,
+:data:`~audiodeploy.lowering.passes._graph.ARITHMETIC`, read by any number of
+others) join to another such convolution's or to an image's squeeze.
 """
 
 from __future__ import annotations
@@ -47,6 +47,7 @@ from __future__ import annotations
 import torch
 
 from audiodeploy.lowering.passes._graph import (
+    ARITHMETIC,
     ELEMENTWISE,
     NodeRewritePass,
     Skip,
@@ -54,12 +55,14 @@ from audiodeploy.lowering.passes._graph import (
     arguments,
     conv1d_geometry,
     convolves_float32_signal,
-    elementwise_chain,
     insert_op,
     tensor_of,
 )
 
 aten = torch.ops.aten
+
+_ELEMENTWISE_OPS = ELEMENTWISE | ARITHMETIC
+_MOST_OPS_SEARCHED = 64  # a convolution's neighbours are a few ops away; a bound keeps the search linear
 
 
 class ConvChainsAsImagesPass(NodeRewritePass):
@@ -69,24 +72,32 @@ class ConvChainsAsImagesPass(NodeRewritePass):
         reason = self._unsupported(node)
         if reason is not None:
             return Skip(reason)
-        # Graph order: a chain's first convolution is an image already when the next one looks back at it.
-        if not (_reads_image(node) or self._feeds_conv(node)):
-            return Skip("neither reads nor feeds another 1-D convolution (through elementwise ops) alone")
+        if not self._joins_another(node):
+            return Skip("no elementwise ops join it to another 1-D convolution")
         stride, padding, dilation, groups = conv1d_geometry(node)
         image = insert_op(self.graph, aten.unsqueeze.default, (node.args[0], -1), origin=node)
         args = (image, self._image_weight(node), arguments(node)["bias"], [stride, 1], [padding, 0], [dilation, 1])
         convolved = insert_op(self.graph, aten.conv2d.default, (*args, groups), origin=node)
         return insert_op(self.graph, aten.squeeze.dim, (convolved, -1), origin=node)
 
-    def _feeds_conv(self, conv: torch.fx.Node) -> bool:
-        """Whether ``conv``'s output, through elementwise ops each read once, is the input of one convolution."""
-        node = conv
-        while len(node.users) == 1:
-            (user,) = node.users
-            if user.op == "call_function" and user.target in ELEMENTWISE and user.args[0] is node:
-                node = user
-                continue
-            return user.target == aten.conv1d.default and user.args[0] is node and self._unsupported(user) is None
+    def _joins_another(self, conv: torch.fx.Node) -> bool:
+        """Whether elementwise ops join ``conv``'s input or output to another convolution's, or to an image's
+        squeeze (read by any number of others: a residual connection joins them too)."""
+        frontier, seen = [conv.args[0], conv], {conv}
+        while frontier and len(seen) < _MOST_OPS_SEARCHED:
+            signal = frontier.pop()
+            if signal is not conv:
+                if _is_squeezed_image(signal) or self._unsupported(signal) is None:
+                    return True
+                if signal.op == "call_function" and signal.target in _ELEMENTWISE_OPS:
+                    frontier += [a for a in signal.args if isinstance(a, torch.fx.Node) and a not in seen]
+            for user in signal.users:
+                if user is not conv and user.target == aten.conv1d.default and user.args[0] is signal:
+                    if self._unsupported(user) is None:
+                        return True
+                elif user.target in _ELEMENTWISE_OPS and user not in seen:
+                    frontier.append(user)
+            seen.add(signal)
         return False
 
     def _unsupported(self, conv: torch.fx.Node) -> str | None:
@@ -115,12 +126,10 @@ class ConvChainsAsImagesPass(NodeRewritePass):
         return insert_op(self.graph, aten.unsqueeze.default, (weight, -1), origin=conv)
 
 
-def _reads_image(conv: torch.fx.Node) -> bool:
-    """Whether ``conv`` reads, through elementwise ops each read once, the squeeze of a one-column image's
-    convolution read by nothing else."""
-    _, squeezed = elementwise_chain(conv.args[0])
-    if squeezed.op != "call_function" or squeezed.target != aten.squeeze.dim or len(squeezed.users) != 1:
+def _is_squeezed_image(node: torch.fx.Node) -> bool:
+    """Whether ``node`` is the squeeze of a one-column image's convolution (time on the height; not a one-row image,
+    time on the width)."""
+    if node.op != "call_function" or node.target != aten.squeeze.dim:
         return False
-    image = squeezed.args[0]
-    # A one-column image (time on the height), not a one-row one (strided_conv_as_gemm's, time on the width).
-    return image.target == aten.conv2d.default and tensor_of(image).dim() == 4 and squeezed.args[1] % 4 == 3
+    image = node.args[0]
+    return image.target == aten.conv2d.default and tensor_of(image).dim() == 4 and node.args[1] % 4 == 3

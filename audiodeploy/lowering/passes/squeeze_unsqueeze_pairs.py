@@ -1,57 +1,132 @@
-"""Drop a squeeze and the unsqueeze that undoes it, with only elementwise ops between them.
+"""Apply elementwise ops to images before their squeeze, and drop a squeeze with the unsqueeze that undoes it.
 
-Rewrites that treat a signal ``[N, C, T]`` as an image of one row ``[N, C, 1, T]``
-(:mod:`strided_conv_as_gemm`, the per-channel group norm of
-:mod:`decompose_normalization`) start with ``unsqueeze(x, 2)`` and end with
-``squeeze(y, 2)``, each on its own. Where one feeds the next, XNNPACK keeps the
-image in its channels-last layout, but a ``squeeze`` or ``unsqueeze`` is a
-contiguous-layout op to it: each pair costs two transposes of the whole signal
-(about 60 ms at 10 s of audio in wav2vec2-base's feature encoder). The pass
-applies the elementwise ops between them to the image instead::
+Rewrites that treat a signal ``[N, C, T]`` as a one-column image ``[N, C, T, 1]``
+(:mod:`conv_chains_as_images`, :mod:`strided_conv_as_gemm`, the per-channel
+group norm of :mod:`decompose_normalization`) start with ``unsqueeze(x, -1)`` and
+end with ``squeeze(y, -1)``, each on its own. XNNPACK keeps an image in its
+channels-last layout from one op to the next, but a ``squeeze`` or ``unsqueeze`` is
+a contiguous-layout op to it: each pair costs two transposes of the whole signal
+(about 60 ms at 10 s of audio in wav2vec2-base's feature encoder; 6 of 70 ms in a
+Piper voice's decoder, whose residual blocks add each convolution's output to the
+block's input). The pass moves each squeeze past the elementwise ops that read it,
+so that they run on the image, and drops the squeeze and unsqueeze pairs that then
+meet (HiFi-GAN's second residual block, its input ``x`` a signal)::
 
     before
 
-    y [N, C, 1, T] ── squeeze(2) ── gelu ── unsqueeze(2) ── conv2d ──
+    x ── leaky_relu ── unsqueeze ── conv2d ── squeeze ── add(·, x) ── leaky_relu ── unsqueeze ── conv2d ── squeeze ──
 
     after
 
-    y [N, C, 1, T] ── gelu ── conv2d ──
+    x ── leaky_relu ── unsqueeze ── conv2d ── add(·, x') ── leaky_relu ── conv2d ── squeeze ──
+    x ── unsqueeze ── x' (once, for every op that reads x on the image)
 
-The ops between must be elementwise functions of one tensor, each read only by
-the next (otherwise the squeezed values are still needed, and the ops would run
-twice). The pass leaves a pair as it is, and does nothing on a program without
-one, when the squeezed dimension is not of size one or the unsqueeze puts it
-back elsewhere.
+An op moves past its squeezes when it is elementwise: a function of one tensor
+(:data:`~audiodeploy.lowering.passes._graph.ELEMENTWISE`) or arithmetic of two
+(:data:`~audiodeploy.lowering.passes._graph.ARITHMETIC`) whose other tensor is
+the squeeze of an image at the same dimension, a constant (given the size-one
+dimension in a copy), or a signal of the op's rank that the op's result, through
+elementwise ops, reaches an image op with: XNNPACK then transposes that signal
+once instead of the squeezed image. Each op computes the same elements on the
+image, and a squeeze stays for whatever else reads it, so nothing runs twice. The
+pass leaves an op as it is, and does nothing on a program without squeezed
+images, when it reads no squeeze of a size-one dimension of its rank, squeezes
+of different dimensions, or a signal that broadcasts or that nothing it feeds
+makes an image again; and an unsqueeze when it does not put back the dimension
+its input's squeeze removed.
 """
 
 from __future__ import annotations
 
 import torch
+from torch.export import ExportedProgram
 
-from audiodeploy.lowering.passes._graph import NodeRewritePass, Skip, elementwise_chain, insert_op, tensor_of, value
+from audiodeploy.lowering.passes._graph import (
+    ARITHMETIC,
+    ELEMENTWISE,
+    NodeRewritePass,
+    Skip,
+    add_constant,
+    insert_op,
+    tensor_of,
+    value,
+)
 
 aten = torch.ops.aten
 
+_MOST_OPS_SEARCHED = 64  # an image op is a few elementwise ops away; a bound keeps the search linear
+
 
 class SqueezeUnsqueezePairsPass(NodeRewritePass):
-    targets = frozenset({aten.unsqueeze.default})
+    targets = frozenset({aten.unsqueeze.default, *ELEMENTWISE, *ARITHMETIC})
+
+    def __init__(self, exported_program: ExportedProgram) -> None:
+        super().__init__(exported_program)
+        self._unsqueezed: dict[tuple[torch.fx.Node, int], torch.fx.Node] = {}
 
     def rewrite(self, node: torch.fx.Node) -> torch.fx.Node | Skip:
-        chain, squeezed = elementwise_chain(node.args[0])
-        if not _undoes(node, squeezed):
-            return Skip("it does not put back a dimension squeezed before it (through elementwise ops)")
-        image = squeezed.args[0]
-        for op in reversed(chain):
-            image = insert_op(self.graph, op.target, (image, *op.args[1:]), dict(op.kwargs), origin=op)
-        return image
+        if node.target == aten.unsqueeze.default:
+            squeezed = node.args[0]
+            if _squeezed_dim(squeezed) is None or node.args[1] % tensor_of(node).dim() != _squeezed_dim(squeezed):
+                return Skip("it does not put back a dimension squeezed before it")
+            return squeezed.args[0]
+        rank = tensor_of(node).dim()
+        tensors = [a for a in node.args if isinstance(a, torch.fx.Node)]
+        dims = {_squeezed_dim(a) for a in tensors if _squeezed_dim(a) is not None and tensor_of(a).dim() == rank}
+        if not dims:
+            return Skip("it reads no squeeze of a size-one dimension of its rank")
+        (dim,) = dims if len(dims) == 1 else (None,)
+        if dim is None or any(tensor_of(a).dim() > rank for a in tensors):
+            return Skip("it reads squeezes of different dimensions, or broadcasts to a higher rank")
+        signals = [a for a in tensors if a not in self.constants and _squeezed_dim(a) is None]
+        if any(tensor_of(a).dim() != rank for a in signals):
+            return Skip("it also reads a signal that broadcasts to its rank")
+        if signals and not _becomes_image(node, dim):
+            return Skip("it also reads a signal, and nothing it feeds through elementwise ops is an image again")
+        args = tuple(self._on_image(a, dim, rank) for a in node.args)
+        image = insert_op(self.graph, node.target, args, dict(node.kwargs), origin=node)
+        return insert_op(self.graph, aten.squeeze.dim, (image, dim), origin=node)
+
+    def _on_image(self, arg: object, dim: int, rank: int) -> object:
+        """What ``arg`` of an op of rank ``rank`` is on the image: the squeezed image, a constant given the size-one
+        dimension (aligned as broadcasting aligns it), or the number it is."""
+        if not isinstance(arg, torch.fx.Node):
+            return arg
+        if _squeezed_dim(arg) is not None:
+            return arg.args[0]
+        if arg not in self.constants:  # a signal: one unsqueeze, before the first op that reads it on the image
+            if (arg, dim) not in self._unsqueezed:
+                self._unsqueezed[arg, dim] = insert_op(self.graph, aten.unsqueeze.default, (arg, dim), origin=arg)
+            return self._unsqueezed[arg, dim]
+        data = self.constants[arg]
+        if data.dim() == 0:
+            return arg
+        self.release_constant(arg)
+        on_image = data.reshape((1,) * (rank - data.dim()) + tuple(data.shape)).unsqueeze(dim)
+        return add_constant(self.exported_program, self.graph, f"{arg.name}_image", on_image)
 
 
-def _undoes(unsqueeze: torch.fx.Node, squeezed: torch.fx.Node) -> bool:
-    """Whether ``unsqueeze`` puts back the size-one dimension ``squeezed`` removed."""
-    if squeezed.op != "call_function" or squeezed.target != aten.squeeze.dim:
-        return False
-    image, dim = value(squeezed.args[0]), squeezed.args[1]
-    if image is None or image.dim() != tensor_of(unsqueeze).dim():
-        return False
-    dim %= image.dim()
-    return image.shape[dim] == 1 and unsqueeze.args[1] % image.dim() == dim
+def _becomes_image(node: torch.fx.Node, dim: int) -> bool:
+    """Whether ``node``'s value, through elementwise ops, is unsqueezed at ``dim`` again (an image op reads it)."""
+    frontier, seen = [node], set[torch.fx.Node]()
+    while frontier and len(seen) < _MOST_OPS_SEARCHED:
+        signal = frontier.pop()
+        seen.add(signal)
+        for user in signal.users:
+            if user.target == aten.unsqueeze.default and user.args[1] % tensor_of(user).dim() == dim:
+                return True
+            if user.target in ELEMENTWISE | ARITHMETIC and user not in seen:
+                frontier.append(user)
+    return False
+
+
+def _squeezed_dim(node: object) -> int | None:
+    """The dimension (of the image) ``node`` squeezes away if it is the ``squeeze`` of a size-one dimension, else
+    None."""
+    if not isinstance(node, torch.fx.Node) or node.op != "call_function" or node.target != aten.squeeze.dim:
+        return None
+    image = value(node.args[0])
+    if image is None:
+        return None
+    dim = node.args[1] % image.dim()
+    return dim if image.shape[dim] == 1 else None

@@ -20,8 +20,9 @@ delegate. XNNPACK's static reshape infers one size at run time: this pass rewrit
 has at most one size that depends on the input length as a ``view`` (after a
 contiguous ``clone`` when the input is not contiguous) with every fixed size
 written out and ``-1`` for the dynamic one, and drops a reshape to the shape its
-input already has (e.g. WavLM's ``view(bias, [-1, n, n])`` of an ``[H, n, n]``
-bias, which no single inferred size could express). The output shape is unchanged;
+input already has, which no single inferred size could express when two sizes
+depend on the length (:mod:`drop_aliases` drops the model's own, as WavLM's
+``view(bias, [-1, n, n])`` of an ``[H, n, n]`` bias; this pass those the rewrites emit). The output shape is unchanged;
 the ``sym_size`` reads that only fed reshapes disappear.
 
 A ``view`` with integer sizes is left as it is, unless a rewrite before this one

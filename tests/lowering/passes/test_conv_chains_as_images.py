@@ -1,5 +1,6 @@
 """1-D convolutions that read one another's output, written on one-column images: one delegate, equal to eager,
-over a dynamic length, computed and constant weights; single convolutions and shared outputs left alone."""
+over a dynamic length, computed and constant weights; joined by residual connections too; a single convolution left
+alone."""
 
 from __future__ import annotations
 
@@ -60,10 +61,18 @@ def test_fp32_chain_of_computed_and_constant_weights_is_written_on_images_and_on
     assert len(report.folds) == 1  # the weight norm, its unsqueeze included
 
 
-def test_an_output_read_twice_ends_the_chain_and_a_single_convolution_is_left_alone():
+def test_a_residual_connection_joins_convolutions_and_a_single_convolution_is_left_alone():
     torch.manual_seed(0)
-    ep = export_aten(Chain(read_twice=True).eval(), (torch.randn(1, 8, 40),))
+    module = Chain(read_twice=True).eval()
+    x = torch.randn(1, 8, 40)
+    ep = export_aten(module, (x,), dynamic_shapes=({2: FRAMES},))
     assert ConvChainsAsImagesPass(ep)(ep.graph_module).modified
-    assert convolutions(ep) == {"conv1d": 1, "conv2d": 2, "squeeze": 2}  # the last one reads a shared output
+    assert convolutions(ep) == {"conv1d": 0, "conv2d": 3, "squeeze": 3}
+    assert SqueezeUnsqueezePairsPass(ep)(ep.graph_module).modified
+    assert convolutions(ep) == {"conv1d": 0, "conv2d": 3, "squeeze": 1}  # the residual add is on the image too
+    report = lower_and_compare(module, (x,), dynamic_shapes=({2: FRAMES},), also_run=[(torch.randn(1, 8, 64),)])
+    assert (report.delegates, report.ops_outside_delegates) == (1, {})
     ep = export_aten(torch.nn.Conv1d(8, 8, 3).eval(), (torch.randn(1, 8, 40),))
-    assert not ConvChainsAsImagesPass(ep)(ep.graph_module).modified
+    rewrite = ConvChainsAsImagesPass(ep)
+    assert not rewrite(ep.graph_module).modified
+    assert rewrite.skipped == [("conv1d", "no elementwise ops join it to another 1-D convolution")]

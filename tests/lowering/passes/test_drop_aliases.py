@@ -155,3 +155,37 @@ def test_a_padding_by_nothing_is_dropped_and_the_convolutions_it_parted_run_as_o
     assert "ConvChainsAsImagesPass" in result.changed
     report = lower_and_compare(ResidualUnit().eval(), cases[0], dynamic_shapes=({2: FRAMES},), also_run=cases[1:])
     assert report.delegates == 1 and not report.ops_outside_delegates
+
+
+class SnakeResidualUnit(torch.nn.Module):
+    """DAC's residual unit: its Snake activation reshapes ``[N, C, T]`` to ``[N, C, -1]`` (the shape it has) and
+    back around ``x + sin(alpha x)^2 / alpha``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.wide = torch.nn.Conv1d(4, 4, 7, padding=3)
+        self.narrow = torch.nn.Conv1d(4, 4, 1)
+        self.alpha = torch.nn.Parameter(torch.rand(1, 4, 1) + 0.5)
+
+    def snake(self, x):
+        shape = x.shape
+        x = x.reshape(shape[0], shape[1], -1)
+        x = x + (self.alpha + 1e-9).reciprocal() * torch.sin(self.alpha * x).pow(2)
+        return x.reshape(shape)
+
+    def forward(self, x):
+        return x + self.narrow(self.snake(self.wide(self.snake(x))))
+
+
+def test_a_reshape_to_its_own_shape_is_dropped_and_the_convolutions_it_parted_run_as_one_image():
+    cases = [(torch.randn(1, 4, n),) for n in (20, 8, 64)]
+    # three views left: the image's entry and exit, and the second Snake's 1 / alpha given the image's dimension
+    counts = {"aten.view.default": 3, "aten.conv2d.default": 2}
+    result = assert_rewrites(
+        SnakeResidualUnit().eval(), cases, "DropAliasesPass", counts, dynamic_shapes=({2: FRAMES},)
+    )
+    assert "ConvChainsAsImagesPass" in result.changed
+    ep = export_aten(SnakeResidualUnit().eval(), cases[0], dynamic_shapes=({2: FRAMES},))
+    rewrite = DropAliasesPass(ep)
+    assert rewrite(ep.graph_module).modified
+    assert len(rewrite.rewritten) == 4  # the two reshapes of each Snake

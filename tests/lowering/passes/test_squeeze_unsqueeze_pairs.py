@@ -1,10 +1,12 @@
-"""A squeeze and the unsqueeze that undoes it, with elementwise ops between: dropped, the ops applied to the image."""
+"""Elementwise ops moved past the squeezes of images they read, and a squeeze with the unsqueeze that undoes it dropped:
+the ops run on the image, equal to eager in one delegate; a moved dimension or a signal nothing images again left."""
 
 from __future__ import annotations
 
 import torch
 from torch.export import Dim
 
+from audiodeploy.lowering.passes._graph import tensor_of
 from audiodeploy.lowering.passes.squeeze_unsqueeze_pairs import SqueezeUnsqueezePairsPass
 from tests.pipeline import export_aten, lower_and_compare
 
@@ -45,7 +47,55 @@ def test_fp32_pair_around_elementwise_ops_is_dropped_and_one_delegate_matches_ea
     assert (report.delegates, report.ops_outside_delegates) == (1, {})
 
 
-def test_does_nothing_when_the_signal_is_read_elsewhere_or_the_dimension_moves():
-    for module in (RowImages(read_twice=True), RowImages(second_dim=3)):
-        ep = export_aten(module.eval(), (torch.randn(1, 8, 20),))
-        assert not SqueezeUnsqueezePairsPass(ep)(ep.graph_module).modified
+class ResidualBlock(torch.nn.Module):
+    """HiFi-GAN's second residual block on one-column images: ``x + conv(leaky_relu(x))`` twice, a per-channel
+    constant scale (BigVGAN's Snake keeps its alpha so), and the block's input ``x`` a signal no image gave."""
+
+    def __init__(self, channels: int = 8) -> None:
+        super().__init__()
+        self.first = torch.nn.Conv2d(channels, channels, (3, 1), padding=(1, 0))
+        self.second = torch.nn.Conv2d(channels, channels, (3, 1), padding=(1, 0))
+        self.scale = torch.nn.Parameter(torch.rand(channels, 1) + 0.5)
+
+    def forward(self, x):
+        def conv(layer, signal):
+            return layer(torch.nn.functional.leaky_relu(signal, 0.1).unsqueeze(-1)).squeeze(-1)
+
+        y = conv(self.first, x) + x
+        return conv(self.second, y) * self.scale + y
+
+
+def test_residual_adds_of_a_signal_and_a_constant_scale_run_on_the_image_and_one_delegate_matches_eager():
+    torch.manual_seed(0)
+    module = ResidualBlock().eval()
+    x = torch.randn(1, 8, 20)
+    ep = export_aten(module, (x,), dynamic_shapes=({2: FRAMES},))
+    assert SqueezeUnsqueezePairsPass(ep)(ep.graph_module).modified
+    on_signal = [n.target for n in ep.graph.nodes if n.op == "call_function" and tensor_of(n).dim() == 3]
+    # the block's input is made an image once; one leaky ReLU reads it before; the output is squeezed once
+    assert sorted(map(str, on_signal)) == ["aten.leaky_relu.default", "aten.squeeze.dim"]
+    report = lower_and_compare(module, (x,), dynamic_shapes=({2: FRAMES},), also_run=[(torch.randn(1, 8, 64),)])
+    assert (report.delegates, report.ops_outside_delegates) == (1, {})
+
+
+class Gated(torch.nn.Module):
+    """An image's squeeze scaled by a signal, then read by no image op."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = torch.nn.Conv2d(8, 8, 1)
+
+    def forward(self, x):
+        return torch.tanh(self.conv(x.unsqueeze(-1)).squeeze(-1) * x)
+
+
+def test_does_nothing_when_the_dimension_moves_or_a_signal_read_is_never_an_image_again():
+    ep = export_aten(RowImages(second_dim=3).eval(), (torch.randn(1, 8, 20),))
+    SqueezeUnsqueezePairsPass(ep)(ep.graph_module)  # the gelu and the tanh move onto the image; the unsqueeze stays
+    assert [n.args[1] for n in ep.graph.nodes if n.target == aten.unsqueeze.default] == [2, 3]
+    ep = export_aten(Gated().eval(), (torch.randn(1, 8, 20),))
+    rewrite = SqueezeUnsqueezePairsPass(ep)
+    assert not rewrite(ep.graph_module).modified
+    assert ("mul", "it also reads a signal, and nothing it feeds through elementwise ops is an image again") in (
+        rewrite.skipped
+    )
