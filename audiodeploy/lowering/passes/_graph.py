@@ -492,6 +492,12 @@ ELEMENTWISE = frozenset(
 ARITHMETIC = frozenset({aten.add.Tensor, aten.sub.Tensor, aten.mul.Tensor, aten.div.Tensor})
 """Ops of two tensors (or a tensor and a number) that compute each element from the elements broadcast to it."""
 
+ELEMENTWISE_OPS = ELEMENTWISE | ARITHMETIC
+"""Every op that computes each element of its result from the elements at that position alone."""
+
+MOST_OPS_SEARCHED = 64
+"""How far a search through elementwise ops looks: an image op is a few ops away; the bound keeps a pass linear."""
+
 
 def rewrite_done(ep: ExportedProgram) -> None:
     """Drop nodes the rewrite left unused (symbolic size reads, replaced ops) and recompile."""

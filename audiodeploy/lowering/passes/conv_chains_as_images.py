@@ -47,8 +47,8 @@ from __future__ import annotations
 import torch
 
 from audiodeploy.lowering.passes._graph import (
-    ARITHMETIC,
-    ELEMENTWISE,
+    ELEMENTWISE_OPS,
+    MOST_OPS_SEARCHED,
     NodeRewritePass,
     Skip,
     add_constant,
@@ -60,9 +60,6 @@ from audiodeploy.lowering.passes._graph import (
 )
 
 aten = torch.ops.aten
-
-_ELEMENTWISE_OPS = ELEMENTWISE | ARITHMETIC
-_MOST_OPS_SEARCHED = 64  # a convolution's neighbours are a few ops away; a bound keeps the search linear
 
 
 class ConvChainsAsImagesPass(NodeRewritePass):
@@ -84,18 +81,18 @@ class ConvChainsAsImagesPass(NodeRewritePass):
         """Whether elementwise ops join ``conv``'s input or output to another convolution's, or to an image's
         squeeze (read by any number of others: a residual connection joins them too)."""
         frontier, seen = [conv.args[0], conv], {conv}
-        while frontier and len(seen) < _MOST_OPS_SEARCHED:
+        while frontier and len(seen) < MOST_OPS_SEARCHED:
             signal = frontier.pop()
             if signal is not conv:
                 if _is_squeezed_image(signal) or self._unsupported(signal) is None:
                     return True
-                if signal.op == "call_function" and signal.target in _ELEMENTWISE_OPS:
+                if signal.op == "call_function" and signal.target in ELEMENTWISE_OPS:
                     frontier += [a for a in signal.args if isinstance(a, torch.fx.Node) and a not in seen]
             for user in signal.users:
                 if user is not conv and user.target == aten.conv1d.default and user.args[0] is signal:
                     if self._unsupported(user) is None:
                         return True
-                elif user.target in _ELEMENTWISE_OPS and user not in seen:
+                elif user.target in ELEMENTWISE_OPS and user not in seen:
                     frontier.append(user)
             seen.add(signal)
         return False

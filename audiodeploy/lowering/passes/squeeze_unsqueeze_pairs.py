@@ -42,8 +42,8 @@ import torch
 from torch.export import ExportedProgram
 
 from audiodeploy.lowering.passes._graph import (
-    ARITHMETIC,
-    ELEMENTWISE,
+    ELEMENTWISE_OPS,
+    MOST_OPS_SEARCHED,
     NodeRewritePass,
     Skip,
     add_constant,
@@ -54,11 +54,9 @@ from audiodeploy.lowering.passes._graph import (
 
 aten = torch.ops.aten
 
-_MOST_OPS_SEARCHED = 64  # an image op is a few elementwise ops away; a bound keeps the search linear
-
 
 class SqueezeUnsqueezePairsPass(NodeRewritePass):
-    targets = frozenset({aten.unsqueeze.default, *ELEMENTWISE, *ARITHMETIC})
+    targets = frozenset({aten.unsqueeze.default, *ELEMENTWISE_OPS})
 
     def __init__(self, exported_program: ExportedProgram) -> None:
         super().__init__(exported_program)
@@ -109,13 +107,13 @@ class SqueezeUnsqueezePairsPass(NodeRewritePass):
 def _becomes_image(node: torch.fx.Node, dim: int) -> bool:
     """Whether ``node``'s value, through elementwise ops, is unsqueezed at ``dim`` again (an image op reads it)."""
     frontier, seen = [node], set[torch.fx.Node]()
-    while frontier and len(seen) < _MOST_OPS_SEARCHED:
+    while frontier and len(seen) < MOST_OPS_SEARCHED:
         signal = frontier.pop()
         seen.add(signal)
         for user in signal.users:
             if user.target == aten.unsqueeze.default and user.args[1] % tensor_of(user).dim() == dim:
                 return True
-            if user.target in ELEMENTWISE | ARITHMETIC and user not in seen:
+            if user.target in ELEMENTWISE_OPS and user not in seen:
                 frontier.append(user)
     return False
 
