@@ -2,7 +2,7 @@
 sysroot as ``QEMU_LD_PREFIX``) or through the bundle's own loader (android-arm64, with an empty
 ``QEMU_LD_PREFIX``: nothing from the host's arm64 sysroot is used, as on a phone).
 
-Inputs go to the runner as raw float32 files, its JSON report is read (:class:`RunnerReport`, whose JSON Schema
+Inputs go to the runner as raw files of their own dtypes, its JSON report is read (:class:`RunnerReport`, whose JSON Schema
 is checked in as ``audiodeploy/program/schemas/runner-report.schema.json``), and its outputs are read back as
 tensors. The pieces (:func:`write_inputs`, :func:`runner_arguments`, :func:`parse_report`, :func:`read_outputs`)
 are separate so a transport that runs the runner elsewhere (adb, ssh) reuses them with its own paths.
@@ -70,7 +70,8 @@ class RunnerInput(Record):
     """One input the runner fed: its shape, and whether it was read from a file or filled."""
 
     shape: tuple[int, ...]
-    dtype: Literal["float32"]
+    dtype: str
+    """The method's, which a file must hold (``float32``, ``int64``, ...)."""
     source: Literal["file", "zeros", "seeded"]
 
 
@@ -151,17 +152,36 @@ def runner_command(built: BuiltRunner) -> tuple[list[str], dict[str, str]]:
 
 
 def write_inputs(inputs: Sequence[torch.Tensor], directory: Path) -> list[tuple[Path, Shape]]:
-    """Each input as ``input_<i>.bin``, raw little-endian float32, with its shape."""
+    """Each input as ``input_<i>.bin``, its elements' raw little-endian bytes in its own dtype, with its shape.
+    The runner reads a file as the method's dtype: :func:`check_input_dtypes` compares the two after a run."""
     import torch
 
     written = []
     for index, tensor in enumerate(inputs):
-        if not isinstance(tensor, torch.Tensor) or not tensor.is_floating_point():
-            raise NativeError(f"input {index} is not a floating-point tensor; the native runner feeds float32 only")
+        if not isinstance(tensor, torch.Tensor) or dtype_name(tensor) not in _NUMPY_DTYPES:
+            kind = dtype_name(tensor) if isinstance(tensor, torch.Tensor) else type(tensor).__name__
+            raise NativeError(f"input {index} is {kind}; the native runner feeds tensors of {', '.join(_NUMPY_DTYPES)}")
         path = Path(directory) / f"input_{index}.bin"
-        tensor.detach().to(torch.float32).contiguous().cpu().numpy().astype("<f4", copy=False).tofile(path)
+        # A byte view writes every dtype alike (numpy has no bfloat16); the runner is little-endian only.
+        tensor.detach().contiguous().cpu().reshape(-1).view(torch.uint8).numpy().tofile(path)
         written.append((path, tuple(tensor.shape)))
     return written
+
+
+def dtype_name(tensor: torch.Tensor) -> str:
+    """``float32``, ``int64``, ...: a tensor's dtype as the runner's report names it."""
+    return str(tensor.dtype).removeprefix("torch.")
+
+
+def check_input_dtypes(report: RunnerReport, inputs: Sequence[torch.Tensor]) -> None:
+    """The runner read each file as its method's dtype: one of another dtype (of the same element size, or the
+    runner would have refused its size) was misread, so the run says nothing."""
+    for index, (fed, tensor) in enumerate(zip(report.inputs, inputs, strict=True)):
+        if fed.dtype != dtype_name(tensor):
+            raise NativeError(
+                f"input {index} is {dtype_name(tensor)} but method '{report.method}' takes {fed.dtype}: "
+                f"convert it to {fed.dtype}"
+            )
 
 
 def format_shape(shape: Sequence[int]) -> str:
@@ -288,6 +308,8 @@ def run_runner(
         if done.returncode != 0:
             raise NativeError(f"the {built.target} runner failed: {runner_error_line(done.stderr, done.returncode)}")
         report = parse_report(done.stdout)
+        if inputs is not None:
+            check_input_dtypes(report, inputs)
         outputs = read_outputs(output_dir) if output_dir is not None else []
     return NativeRun(
         report=report, outputs=outputs, wall_s=wall_s, emulated=is_emulated(built),
@@ -315,6 +337,7 @@ __all__ = [
     "RunnerInput",
     "RunnerOutput",
     "RunnerReport",
+    "check_input_dtypes",
     "is_emulated",
     "parse_report",
     "read_outputs",

@@ -19,6 +19,7 @@
 #include <executorch/runtime/backend/backend_options_map.h>
 #include <executorch/runtime/backend/options.h>
 #include <executorch/runtime/core/error.h>
+#include <executorch/runtime/core/exec_aten/util/scalar_type_util.h>
 #include <executorch/runtime/executor/method_meta.h>
 
 #include "executorch_log.h"
@@ -139,8 +140,9 @@ LoadedProgram load_program(const Options& options) {
 
 struct PreparedInput {
   Shape shape;
+  std::string dtype;   // the method's, as dtype_name gives it
   std::string source;  // "file", "zeros" or "seeded"
-  std::vector<float> values;
+  TensorBytes bytes;
   TensorPtr tensor;
 };
 
@@ -184,27 +186,43 @@ std::vector<PreparedInput> prepare_inputs(const Options& options, const MethodMe
     const std::string where = "input " + std::to_string(i) + " of method '" + options.method + "'";
     const Tag tag = unwrap(meta.input_tag(i), "reading the tag of " + where);
     if (tag != Tag::Tensor) {
-      throw RunnerError(where + " is not a tensor; the runner feeds float32 tensors only");
+      throw RunnerError(where + " is not a tensor; the runner feeds tensors only");
     }
     const auto info = unwrap(meta.input_tensor_meta(i), "reading the meta of " + where);
-    if (info.scalar_type() != ScalarType::Float) {
-      throw RunnerError(where + " is " + dtype_name(info.scalar_type()) + "; the runner feeds float32 only");
-    }
-    const Shape bound = shape_of(info.sizes());
+    const ScalarType type = info.scalar_type();
     PreparedInput& input = inputs[i];
+    input.dtype = dtype_name(type);
+    if (input.dtype == "other") {
+      throw RunnerError(where + " has a dtype the runner cannot feed; it feeds floating-point, integer and bool "
+                        "tensors");
+    }
+    const size_t element_size = executorch::runtime::elementSize(type);
+    const Shape bound = shape_of(info.sizes());
     if (!options.input_files.empty()) {
       input.shape = options.input_files[i].shape;
       check_shape_fits(input.shape, bound, i, options.method);
-      input.values = read_float32_file(options.input_files[i]);
+      input.bytes = read_tensor_file(options.input_files[i], input.dtype, element_size);
       input.source = "file";
     } else {
       input.shape = options.fill_shapes.empty() ? bound : options.fill_shapes[i];
       check_shape_fits(input.shape, bound, i, options.method);
-      input.values = fill_values(options.fill, element_count(input.shape), options.seed, i);
-      input.source = options.fill == FillMode::Seeded ? "seeded" : "zeros";
+      const int64_t count = element_count(input.shape);
+      if (options.fill == FillMode::Seeded) {
+        // Random values fit a float32 signal; an integer input (codes, token ids) has a valid range the
+        // program does not record, so it is given, not invented.
+        if (type != ScalarType::Float) {
+          throw RunnerError(where + " is " + input.dtype + "; --fill seeded makes float32 values only: give "
+                            "--input FILE:SHAPE (or --fill zeros)");
+        }
+        input.bytes = fill_seeded_float32(count, options.seed, i);
+        input.source = "seeded";
+      } else {
+        input.bytes = fill_zeros(count, element_size);
+        input.source = "zeros";
+      }
     }
     std::vector<executorch::aten::SizesType> sizes(input.shape.begin(), input.shape.end());
-    input.tensor = executorch::extension::make_tensor_ptr(std::move(sizes), input.values.data(), ScalarType::Float);
+    input.tensor = executorch::extension::make_tensor_ptr(std::move(sizes), input.bytes.data(), type);
   }
   return inputs;
 }
@@ -289,7 +307,7 @@ std::string report_json(const Options& options, const LoadedProgram& loaded, int
   json.key("threads").value(threads);
   json.key("inputs").begin_array();
   for (const auto& input : inputs) {
-    json.begin_object().key("shape").shape(input.shape).key("dtype").value("float32")
+    json.begin_object().key("shape").shape(input.shape).key("dtype").value(input.dtype)
         .key("source").value(input.source).end_object();
   }
   json.end_array();

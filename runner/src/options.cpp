@@ -162,8 +162,9 @@ const char* usage_text() {
          "                          [--warmup 1] [--iterations 10] [--threads 0] [--output-dir DIR] [--verbose]\n"
          "\n"
          "Runs an ExecuTorch program (XNNPACK and the optimized CPU kernels linked in) and prints one JSON\n"
-         "object on stdout. Inputs are raw little-endian float32 files with their shapes, one --input per\n"
-         "method input in order, or filled (sizes from the method meta unless --shape is given). --threads 0\n"
+         "object on stdout. Inputs are raw little-endian files of the method's dtypes with their shapes, one\n"
+         "--input per method input in order, or filled (sizes from the method meta unless --shape is given;\n"
+         "seeded values are float32, so an integer input is given or zeros). --threads 0\n"
          "keeps the runtime's default. --output-dir writes output_<i>.bin (raw, little-endian) and\n"
          "manifest.json. Errors are one 'error: ...' line on stderr and exit status 1 (2 for bad usage).\n";
 }

@@ -17,7 +17,7 @@ namespace audiodeploy {
 
 namespace fs = std::filesystem;
 
-std::vector<float> read_float32_file(const InputFile& input) {
+TensorBytes read_tensor_file(const InputFile& input, const std::string& dtype, size_t element_size) {
   std::error_code error;
   if (!fs::is_regular_file(input.path, error)) {
     throw RunnerError("input file " + input.path + " does not exist or is not a file");
@@ -27,12 +27,12 @@ std::vector<float> read_float32_file(const InputFile& input) {
     throw RunnerError("cannot read the size of input file " + input.path + ": " + error.message());
   }
   const int64_t count = element_count(input.shape);
-  const auto expected = static_cast<uintmax_t>(count) * sizeof(float);
+  const auto expected = static_cast<uintmax_t>(count) * element_size;
   if (size != expected) {
     throw RunnerError("input file " + input.path + " has " + std::to_string(size) + " bytes, shape " +
-                      format_shape(input.shape) + " of float32 needs " + std::to_string(expected));
+                      format_shape(input.shape) + " of " + dtype + " needs " + std::to_string(expected));
   }
-  std::vector<float> values(static_cast<size_t>(count));
+  TensorBytes values(static_cast<size_t>(expected));
   std::ifstream stream(input.path, std::ios::binary);
   if (!stream) {
     throw RunnerError("cannot open input file " + input.path + ": " + std::strerror(errno));
@@ -56,18 +56,20 @@ uint64_t splitmix64(uint64_t& state) {
 
 }  // namespace
 
-std::vector<float> fill_values(FillMode mode, int64_t count, uint64_t seed, size_t input_index) {
-  std::vector<float> values(static_cast<size_t>(count), 0.0f);
-  if (mode != FillMode::Seeded) {
-    return values;
-  }
+TensorBytes fill_zeros(int64_t count, size_t element_size) {
+  return TensorBytes(static_cast<size_t>(count) * element_size, 0);
+}
+
+TensorBytes fill_seeded_float32(int64_t count, uint64_t seed, size_t input_index) {
+  TensorBytes bytes(static_cast<size_t>(count) * sizeof(float));
+  float* values = reinterpret_cast<float*>(bytes.data());
   uint64_t state = seed ^ (0xD1B54A32D192ED03ull * (input_index + 1));
-  for (float& value : values) {
+  for (int64_t i = 0; i < count; ++i) {
     // 24 random bits are exactly representable in a float.
     const auto bits = static_cast<uint32_t>(splitmix64(state) >> 40);
-    value = static_cast<float>(bits) / 8388608.0f - 1.0f;
+    values[i] = static_cast<float>(bits) / 8388608.0f - 1.0f;
   }
-  return values;
+  return bytes;
 }
 
 void write_outputs(const std::string& directory, const std::vector<OutputTensor>& outputs) {

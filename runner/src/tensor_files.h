@@ -9,12 +9,18 @@
 
 namespace audiodeploy {
 
-// Reads a raw little-endian float32 file whose size must match `input.shape`.
-std::vector<float> read_float32_file(const InputFile& input);
+// A tensor's elements as raw bytes (the allocation is aligned for any scalar).
+using TensorBytes = std::vector<uint8_t>;
 
-// Deterministic input values: zeros, or uniform in [-1, 1) from splitmix64
-// seeded with (seed, input index), so a run is reproducible across machines.
-std::vector<float> fill_values(FillMode mode, int64_t count, uint64_t seed, size_t input_index);
+// Reads a raw little-endian file of `dtype` elements of `element_size` bytes
+// whose size must match `input.shape`.
+TensorBytes read_tensor_file(const InputFile& input, const std::string& dtype, size_t element_size);
+
+// Deterministic input values: zeros of any dtype, or float32 values uniform in
+// [-1, 1) from splitmix64 seeded with (seed, input index), so a run is
+// reproducible across machines.
+TensorBytes fill_zeros(int64_t count, size_t element_size);
+TensorBytes fill_seeded_float32(int64_t count, uint64_t seed, size_t input_index);
 
 struct OutputTensor {
   Shape shape;

@@ -208,3 +208,35 @@ def test_a_weight_many_gemms_read_is_packed_once(host_runner, tmp_path):
         torch.testing.assert_close(result.outputs[0], module(x).detach(), atol=ATOL, rtol=1e-4)
         peaks[steps] = result.report.peak_rss_bytes
     assert peaks[40] - peaks[1] < 10 << 20, peaks  # 39 more copies would be 39 MiB
+
+
+class CodesToSignal(torch.nn.Module):
+    """A codec decoder's shape of input: integer codes looked up in a table, scaled by a float input."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.codebook = torch.nn.Embedding(16, 8)
+        self.linear = torch.nn.Linear(8, 4)
+
+    def forward(self, codes: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
+        return self.linear(self.codebook(codes)) * scale
+
+
+def test_integer_inputs_are_fed_in_the_methods_dtype(host_runner, tmp_path):
+    """Codes go in as int64 beside a float32 input; a seeded fill cannot invent codes, and a tensor of another
+    dtype of the same size is refused after the run rather than misread."""
+    torch.manual_seed(0)
+    module = CodesToSignal().eval()
+    codes, scale = torch.randint(0, 16, (1, 10)), torch.tensor([2.0])
+    path = audiodeploy.lower(module, (codes, scale)).save(tmp_path / "codes.pte")
+    run = run_runner(host_runner, path, [codes, scale], RunOptions(warmup=0, iterations=1))
+    assert [fed.dtype for fed in run.report.inputs] == ["int64", "float32"]
+    torch.testing.assert_close(run.outputs[0], module(codes, scale).detach(), atol=ATOL, rtol=1e-4)
+    zeros = run_runner(host_runner, path, options=RunOptions(fill="zeros", warmup=0, iterations=1))
+    torch.testing.assert_close(zeros.outputs[0], module(torch.zeros_like(codes), torch.zeros(1)).detach())
+    with pytest.raises(NativeError, match=r"input 0 of method 'forward' is int64; --fill seeded makes float32"):
+        run_runner(host_runner, path, options=RunOptions(fill="seeded"))
+    with pytest.raises(NativeError, match=r"input 1 is int32 but method 'forward' takes float32: convert it"):
+        run_runner(host_runner, path, [codes, torch.tensor([2], dtype=torch.int32)], RunOptions(iterations=1))
+    with pytest.raises(NativeError, match=r"shape 1x10 of int64 needs 80"):
+        run_runner(host_runner, path, [codes.int(), scale], RunOptions(iterations=1))

@@ -33,6 +33,7 @@ from audiodeploy.native import (
     BuiltRunner,
     NativeError,
     NativeRun,
+    check_input_dtypes,
     parse_report,
     read_outputs,
     runner_arguments,
@@ -137,8 +138,8 @@ class RemoteRunnerTransport(Transport):
             (local / "inputs").mkdir()
             input_files = write_inputs(inputs, local / "inputs")
             measure_program = partial(
-                self._measure_program,
-                remote_dir=remote_dir, local=local, input_files=input_files, threads=threads, log=log,
+                self._measure_program, remote_dir=remote_dir, local=local, inputs=inputs,
+                input_files=input_files, threads=threads, log=log,
             )  # fmt: skip
             return measure_programs(runtimes, counts, f"in the runner on {self.where}", measure_program)
 
@@ -149,6 +150,7 @@ class RemoteRunnerTransport(Transport):
         *,
         remote_dir: str,
         local: Path,
+        inputs: tuple[torch.Tensor, ...],
         input_files: InputFiles,
         threads: int | None,
         log: Log,
@@ -172,6 +174,10 @@ class RemoteRunnerTransport(Transport):
         wall_s = time.monotonic() - start
         self._check_exit(name, done)
         report, outputs = self._fetch_results(name, folder, local / "pulled")
+        try:
+            check_input_dtypes(report, inputs)
+        except NativeError as error:
+            raise BenchError(f"{name} on {self.where}: {error}") from None
         self.cpu = report.cpu
         return report_measurement(NativeRun(report=report, outputs=outputs, wall_s=wall_s), counts)
 
