@@ -498,6 +498,54 @@ ELEMENTWISE_OPS = ELEMENTWISE | ARITHMETIC
 MOST_OPS_SEARCHED = 64
 """How far a search through elementwise ops looks: an image op is a few ops away; the bound keeps a pass linear."""
 
+CONSTANT_PADDINGS = frozenset({aten.constant_pad_nd.default, aten.pad.default})
+"""Ops that pad a tensor, among them with a number (``F.pad``'s constant mode)."""
+
+
+def constant_padding(node: object) -> tuple[torch.fx.Node, list[int], float] | None:
+    """``(x, pads, fill)`` when ``node`` pads ``x`` with the number ``fill`` by amounts that are numbers of at
+    least zero (``pads`` as ``F.pad`` takes them: the last dimension's pair first), else None."""
+    if not isinstance(node, torch.fx.Node) or node.op != "call_function" or node.target not in CONSTANT_PADDINGS:
+        return None
+    given = arguments(node)
+    if node.target == aten.pad.default and given["mode"] != "constant":
+        return None
+    x, pads, fill = given["input"], given["pad"], given["value"]
+    if not isinstance(x, torch.fx.Node) or not all(isinstance(amount, int) and amount >= 0 for amount in pads):
+        return None
+    return x, list(pads), 0.0 if fill is None else fill
+
+
+def joined_through_image_ops(node: torch.fx.Node, is_end: Callable[[torch.fx.Node], bool]) -> bool:
+    """Whether ops that move with images (:func:`moves_with_images`, read by any number of others: a residual
+    connection joins too) lead from ``node``'s first input or its output to a node ``is_end`` accepts: one that
+    computes the signal, or reads it first. A search of at most :data:`MOST_OPS_SEARCHED` ops, both ways."""
+    frontier, seen = [node.args[0], node], {node}
+    while frontier and len(seen) < MOST_OPS_SEARCHED:
+        signal = frontier.pop()
+        if not isinstance(signal, torch.fx.Node):
+            continue
+        if signal is not node:
+            if is_end(signal):
+                return True
+            if moves_with_images(signal):
+                frontier += [a for a in signal.args if isinstance(a, torch.fx.Node) and a not in seen]
+        for user in signal.users:
+            if user is node or user in seen:
+                continue
+            if user.args[0] is signal and is_end(user):
+                return True
+            if moves_with_images(user):
+                frontier.append(user)
+        seen.add(signal)
+    return False
+
+
+def moves_with_images(node: torch.fx.Node) -> bool:
+    """Whether XNNPACK runs ``node`` on a channels-last image as it runs it on the signal: an elementwise op, or a
+    constant padding (ExecuTorch's XNNPACK backend permutes the pads of a channels-last input)."""
+    return node.op == "call_function" and (node.target in ELEMENTWISE_OPS or constant_padding(node) is not None)
+
 
 def rewrite_done(ep: ExportedProgram) -> None:
     """Drop nodes the rewrite left unused (symbolic size reads, replaced ops) and recompile."""

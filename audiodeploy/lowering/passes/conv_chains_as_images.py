@@ -1,4 +1,4 @@
-"""Write a 1-D convolution that elementwise ops join to another one on a one-column image, as XNNPACK runs it.
+"""Write a 1-D convolution that elementwise ops or paddings join to another on a one-column image, as XNNPACK does.
 
 XNNPACK convolves only images: its preprocess writes each ``conv1d`` as
 ``unsqueeze(-1) ── conv2d ── squeeze(-1)`` on a one-column image ``[N, C, T, 1]``,
@@ -8,7 +8,8 @@ whole input and output, also where one convolution reads another's output
 directly or through elementwise ops (BigVGAN's anti-aliased activations end in
 a downsampling convolution that the next convolution reads, 109 times in a
 published generator; HiFi-GAN's residual blocks put a leaky ReLU between two
-convolutions and add each one's output to its input). The pass writes such
+convolutions and add each one's output to its input; Mimi's causal convolutions
+pad their input on the left). The pass writes such
 convolutions as XNNPACK would, before the lowering's :mod:`squeeze_unsqueeze_pairs`
 runs, which then applies the elementwise ops to the image and drops the pairs,
 so that XNNPACK keeps the image channels-last from one convolution to the next::
@@ -39,7 +40,8 @@ numeric stride, padding and dilation, whose weight is computed or a constant
 only it reads, and whose input or output elementwise ops (of one tensor,
 :data:`~audiodeploy.lowering.passes._graph.ELEMENTWISE`, or arithmetic of two,
 :data:`~audiodeploy.lowering.passes._graph.ARITHMETIC`, read by any number of
-others) join to another such convolution's or to an image's squeeze.
+others) or paddings by a number join to another such convolution's or to an
+image's squeeze.
 """
 
 from __future__ import annotations
@@ -47,8 +49,6 @@ from __future__ import annotations
 import torch
 
 from audiodeploy.lowering.passes._graph import (
-    ELEMENTWISE_OPS,
-    MOST_OPS_SEARCHED,
     NodeRewritePass,
     Skip,
     add_constant,
@@ -56,6 +56,7 @@ from audiodeploy.lowering.passes._graph import (
     conv1d_geometry,
     convolves_float32_signal,
     insert_op,
+    joined_through_image_ops,
     tensor_of,
 )
 
@@ -78,24 +79,9 @@ class ConvChainsAsImagesPass(NodeRewritePass):
         return insert_op(self.graph, aten.squeeze.dim, (convolved, -1), origin=node)
 
     def _joins_another(self, conv: torch.fx.Node) -> bool:
-        """Whether elementwise ops join ``conv``'s input or output to another convolution's, or to an image's
-        squeeze (read by any number of others: a residual connection joins them too)."""
-        frontier, seen = [conv.args[0], conv], {conv}
-        while frontier and len(seen) < MOST_OPS_SEARCHED:
-            signal = frontier.pop()
-            if signal is not conv:
-                if _is_squeezed_image(signal) or self._unsupported(signal) is None:
-                    return True
-                if signal.op == "call_function" and signal.target in ELEMENTWISE_OPS:
-                    frontier += [a for a in signal.args if isinstance(a, torch.fx.Node) and a not in seen]
-            for user in signal.users:
-                if user is not conv and user.target == aten.conv1d.default and user.args[0] is signal:
-                    if self._unsupported(user) is None:
-                        return True
-                elif user.target in ELEMENTWISE_OPS and user not in seen:
-                    frontier.append(user)
-            seen.add(signal)
-        return False
+        """Whether elementwise ops or paddings join ``conv``'s input or output to another convolution's, or to an
+        image's squeeze."""
+        return joined_through_image_ops(conv, lambda end: _is_squeezed_image(end) or self._unsupported(end) is None)
 
     def _unsupported(self, conv: torch.fx.Node) -> str | None:
         """Why ``conv`` cannot be written on an image, or None."""

@@ -84,6 +84,7 @@ from audiodeploy.lowering.passes._graph import (
     Skip,
     add_constant,
     arguments,
+    constant_padding,
     conv1d_geometry,
     gather_taps,
     insert_op,
@@ -444,16 +445,10 @@ def _tap_geometry(columns: torch.fx.Node) -> tuple[torch.fx.Node, int, int, int,
 
 def _constant_pad(node: torch.fx.Node) -> tuple[torch.fx.Node, int] | None:
     """``(x, p)`` when ``node`` pads the last dimension of a 3-D float ``x`` by ``p`` zeros on each side."""
-    if node.target == aten.pad.default:
-        given = arguments(node)
-        mode = given["mode"]
-    elif node.target == aten.constant_pad_nd.default:
-        given, mode = arguments(node), "constant"
-    else:
+    padding = constant_padding(node)
+    if padding is None:
         return None
-    x, sizes, fill = given["input"], given["pad"], given["value"]
-    if mode != "constant" or fill not in (None, 0) or value(x) is None or tensor_of(x).dim() != 3:
-        return None
-    if len(sizes) != 2 or sizes[0] != sizes[1] or not isinstance(sizes[0], int):
+    x, sizes, fill = padding
+    if fill != 0 or value(x) is None or tensor_of(x).dim() != 3 or len(sizes) != 2 or sizes[0] != sizes[1]:
         return None
     return x, sizes[0]

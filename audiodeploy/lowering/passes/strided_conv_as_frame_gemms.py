@@ -25,8 +25,13 @@ there is nothing to shift, and the linear's output is permuted back. On AMD EPYC
 convolution against the tap gathering: 2.6x faster at 512 to 1024 channels with ``k = 16``, 1.5-2x at 128 to
 256 channels, 1.2x at 64, equal where ``k == s``. Against XNNPACK's own (indirect GEMM) convolution, which now
 takes the strided convolutions this pass leaves, on AMD EPYC (AVX-512), two threads: 1.4x faster at 512 to 1024
-channels with ``k = 16``, equal at 256 to 512 with ``k = 8``, 0.6x at 64 to 128 with ``k = 4``. The result equals the convolution's for finite inputs; an
-infinite input makes every output of its frames NaN (``0 * inf`` in the shifts).
+channels with ``k = 16``, equal at 256 to 512 with ``k = 8``, 0.6x at 64 to 128 with ``k = 4``. Those figures
+leave out the layout: frames are rows of a signal, so in a chain of convolutions that XNNPACK keeps as one
+channels-last image (:mod:`conv_chains_as_images`) they cost two transposes of the input and two of each GEMM's
+output. Mimi's encoder at 10 s, where ELUs and causal paddings join each strided convolution to its neighbours:
+372 ms with its four strided convolutions as frames, 297 ms as XNNPACK's on the image. The result equals the
+convolution's for finite inputs; an infinite input makes every output of its frames NaN (``0 * inf`` in the
+shifts).
 
 A constant ``W`` read by nothing else is replaced by the ``m`` reordered constants. A computed ``W``
 (``weight_norm``: EnCodec's and DAC's) stays XNNPACK's convolution, its weight folded: its ``m`` GEMMs would share one
@@ -38,8 +43,8 @@ frames before a 1x1 GEMM, at most 1.1x faster at 512 channels (both measured as 
 The pass leaves a convolution to :mod:`strided_conv_as_gemm` (one input channel) or to XNNPACK, and does nothing on a program without one,
 unless it is a float32 ``conv1d`` with stride above one, a kernel of whole strides, dilation one, one group,
 a numeric padding, more than one input channel, a static batch, a padded length of exactly ``To + m - 1``
-frames at every length of the exported range (no samples left over past the last window), and a weight that is
-a constant only it reads.
+frames at every length of the exported range (no samples left over past the last window), a weight that is
+a constant only it reads, and no elementwise ops or paddings that join it to another convolution.
 """
 
 from __future__ import annotations
@@ -57,6 +62,7 @@ from audiodeploy.lowering.passes._graph import (
     insert_op,
     insert_reshape,
     is_static,
+    joined_through_image_ops,
     sizes_always,
     tensor_of,
 )
@@ -94,6 +100,11 @@ class StridedConvAsFrameGemmsPass(NodeRewritePass):
             return Skip("a computed weight: its GEMM per stride would share one computation, which is not folded")
         if len(weight.users) > 1:
             return Skip("its weight is also read elsewhere: reordering it would store it twice")
+        if joined_through_image_ops(conv, _is_convolution):
+            return Skip(
+                "elementwise ops or paddings join it to another convolution: as XNNPACK's convolution it keeps their "
+                "channels-last image, where its frames would transpose the signal in and out"
+            )
 
         if padding:
             x = insert_op(self.graph, aten.constant_pad_nd.default, (x, [padding, padding], 0.0), origin=conv)
@@ -125,3 +136,12 @@ class StridedConvAsFrameGemmsPass(NodeRewritePass):
             add_constant(self.exported_program, self.graph, f"{weight.name}_stride{j}", data[j].contiguous())
             for j in range(count)
         ]
+
+
+def _is_convolution(node: torch.fx.Node) -> bool:
+    """A convolution of a signal or an image, or the squeeze of an image (one a rewrite before this pass wrote)."""
+    if node.op != "call_function":
+        return False
+    if node.target == aten.squeeze.dim:
+        node = node.args[0]
+    return node.target in (aten.conv1d.default, aten.conv2d.default)

@@ -76,3 +76,28 @@ def test_a_residual_connection_joins_convolutions_and_a_single_convolution_is_le
     rewrite = ConvChainsAsImagesPass(ep)
     assert not rewrite(ep.graph_module).modified
     assert rewrite.skipped == [("conv1d", "no elementwise ops join it to another 1-D convolution")]
+
+
+class CausalChain(torch.nn.Module):
+    """Mimi's causal convolutions: each pads its input on the left by its kernel less one, after an ELU."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.first = torch.nn.Conv1d(8, 8, 7)
+        self.second = torch.nn.Conv1d(8, 4, 3)
+
+    def forward(self, x):
+        y = self.first(F.pad(x, (6, 0)))
+        return self.second(F.pad(F.elu(y), (2, 0)))
+
+
+def test_a_padding_joins_convolutions_and_the_chain_is_one_image():
+    torch.manual_seed(0)
+    module = CausalChain().eval()
+    x = torch.randn(1, 8, 40)
+    ep = export_aten(module, (x,), dynamic_shapes=({2: FRAMES},))
+    assert ConvChainsAsImagesPass(ep)(ep.graph_module).modified
+    assert SqueezeUnsqueezePairsPass(ep)(ep.graph_module).modified
+    assert convolutions(ep) == {"conv1d": 0, "conv2d": 2, "squeeze": 1}
+    report = lower_and_compare(module, (x,), dynamic_shapes=({2: FRAMES},), also_run=[(torch.randn(1, 8, 64),)])
+    assert (report.delegates, report.ops_outside_delegates) == (1, {})
