@@ -22,9 +22,9 @@ meet (HiFi-GAN's second residual block, its input ``x`` a signal)::
     x ── unsqueeze ── x' (once, for every op that reads x on the image)
 
 A padding by a number moves too, its pads given the image's size-one dimension
-unpadded (ExecuTorch pads a channels-last image as it is): Mimi's and EnCodec's
-causal convolutions pad their input on the left, two transposes each (60 of
-374 ms in Mimi's encoder at 10 s)::
+unpadded (ExecuTorch pads a channels-last image as it is): Mimi's causal
+convolutions pad their input on the left, two transposes each (about 40 of
+374 ms in its encoder at 10 s)::
 
     before
 
