@@ -79,7 +79,9 @@ def main() -> None:
     program = Program(lowered.buffer, origin=f"{built.recipe} {built.variant}", trusted=True)
     onnx = _OnnxSessions(built, threads)
     for length_seconds in seconds:
-        waveform = built.input.random_inputs(built.input.length_for_seconds(length_seconds), seed=1)
+        # The longest length is the range's end, rounded down to whole frames (44.1 kHz DAC: 9.996 s for 10 s).
+        length = min(built.input.length_for_seconds(length_seconds), built.input.max_length)
+        waveform = built.input.random_inputs(length, seed=1)
         with torch.no_grad():
             encoded = built.module(*waveform)
         # The codes, and a chunked codec's scale beside them (EnCodec at 48 kHz).
