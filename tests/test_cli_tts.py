@@ -44,7 +44,8 @@ def test_text_mistakes_are_one_line_and_leave_files_alone(tts_model, tmp_path):
         (("run", program, "hello", "--seed", "-1", "-o", keep), "seed -1"),
         (("run", program, "hello", "-o", str(tmp_path / "x.npy")), "writes a wav"),
         (("run", program, "--text-file", str(tmp_path / "missing.txt")), "no such file"),
-        (("run", program, "word " * 400, "-o", keep), "split it with punctuation"),
+        (("run", program, "", "-o", keep), "the text is empty"),
+        (("run", program, keep, "-o", str(tmp_path / "y.wav")), f"{keep} names a file"),
         (("run", program, "hello", "--speaker", "3", "-o", keep), "speakers 0 to 2"),
         (("run", program, "hello", "--speaker", "-1", "-o", keep), "not a speaker's index"),
     ]

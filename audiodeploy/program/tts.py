@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import numpy as np
@@ -25,7 +25,16 @@ from audiodeploy.errors import AudiodeployError
 
 from .records import Record
 
-__all__ = ["TextError", "TextFrontEnd", "TextToSpeech", "TorchNormal", "frame_durations", "prior_latents"]
+__all__ = [
+    "TextError",
+    "TextFrontEnd",
+    "TextToSpeech",
+    "TorchNormal",
+    "frame_durations",
+    "pieces_within",
+    "prior_latents",
+    "sentences",
+]
 
 
 class TextError(AudiodeployError, ValueError):
@@ -260,3 +269,39 @@ def sentences(text: str) -> Iterator[str]:
     sentence = "".join(piece).strip()
     if sentence:
         yield sentence
+
+
+# Where a sentence too long for the program is cut first: after a clause (a comma, colon, dash or their full-width
+# forms, before a space), then before each space, then between characters.
+_PIECE_BOUNDARIES = (
+    re.compile(r"(?<=[,:\u2013\u2014\u3001\uff0c\uff1a])(?=\s)"),
+    re.compile(r"(?=\s)"),
+    re.compile(r"(?<=.)(?=.)", re.S),
+)
+
+
+def pieces_within(sentence: str, fits: Callable[[str], bool]) -> Iterator[str]:
+    """`sentence` whole when `fits` takes it; else the longest runs of its clauses that `fits` takes, a clause too long
+    alone in runs of its words, and a word too long alone in runs of its characters. Every character is in one piece,
+    in order; each piece is stripped, and empty ones are skipped."""
+    if fits(sentence):
+        yield sentence
+        return
+    yield from _runs_within(sentence, fits, 0)
+
+
+def _runs_within(text: str, fits: Callable[[str], bool], level: int) -> Iterator[str]:
+    run = ""
+    for unit in _PIECE_BOUNDARIES[level].split(text):
+        if fits((run + unit).strip()):
+            run += unit
+            continue
+        if run.strip():
+            yield run.strip()
+        run = ""
+        if fits(unit.strip()) or level + 1 == len(_PIECE_BOUNDARIES):  # a character too long alone: its own piece
+            run = unit
+        else:
+            yield from _runs_within(unit, fits, level + 1)
+    if run.strip():
+        yield run.strip()

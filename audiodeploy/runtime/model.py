@@ -49,7 +49,15 @@ from audiodeploy.program.description import (
     sidecar_path,
 )
 from audiodeploy.program.spec import InputSpec, Task
-from audiodeploy.program.tts import TextError, TextToSpeech, TorchNormal, frame_durations, prior_latents, sentences
+from audiodeploy.program.tts import (
+    TextError,
+    TextToSpeech,
+    TorchNormal,
+    frame_durations,
+    pieces_within,
+    prior_latents,
+    sentences,
+)
 from audiodeploy.runtime.program import Program
 from audiodeploy.runtime.windows import Window, WindowPlan, plan_windows
 
@@ -956,6 +964,13 @@ class Synthesizer(Vocoder):
             )
         return ids
 
+    def _fits(self, text: str) -> bool:
+        """Whether `text` is no more tokens than ``encode`` takes (or has nothing the voice can say)."""
+        try:
+            return self.text.front_end.token_ids(text).size <= self.text.max_tokens
+        except TextError:
+            return True
+
     def latents(self, sentence: str, voice: Voice, normal: TorchNormal) -> np.ndarray:
         """The ``(frames, flow_size)`` latents of `sentence`, its noise drawn from `normal`."""
         import torch
@@ -986,18 +1001,22 @@ class Synthesizer(Vocoder):
         emit: Callable[[np.ndarray], None],
     ) -> int:
         """Speak `text` sentence by sentence, handing the samples to `emit` in order; the window count."""
+        if not text.strip():
+            raise TextError("the text is empty: give the words to speak")
         normal = TorchNormal(voice.seed)
         after = voice.speaker_inputs(self.text)  # checked before any sentence is spoken
         windows = spoken = 0
         for sentence in sentences(text):
-            try:
-                latents = self.latents(sentence, voice, normal)
-            except TextError:
-                if self.text.front_end.normalized(sentence):
-                    raise
-                continue  # nothing the voice can say (punctuation, another script): as the tokenizer, silence
-            windows += self._vocode(latents, None, window_seconds, overlap_seconds, progress, emit, after)
-            spoken += 1
+            # A sentence longer than `encode` takes is spoken in pieces, cut after clauses, else between words.
+            for piece in pieces_within(sentence, self._fits):
+                try:
+                    latents = self.latents(piece, voice, normal)
+                except TextError:
+                    if self.text.front_end.normalized(piece):
+                        raise
+                    continue  # nothing the voice can say (punctuation, another script): as the tokenizer, silence
+                windows += self._vocode(latents, None, window_seconds, overlap_seconds, progress, emit, after)
+                spoken += 1
         if not spoken:
             raise TextError(
                 f"nothing in {_quoted(text)} is in the voice's vocabulary ({self.text.front_end.origin}): give text "

@@ -15,6 +15,7 @@ from audiodeploy.program.tts import (
     TextToSpeech,
     TorchNormal,
     frame_durations,
+    pieces_within,
     prior_latents,
     sentences,
 )
@@ -148,6 +149,20 @@ def test_sentences_are_cut_after_their_end_and_at_blank_lines():
         "five\nsix",
     ]
     assert list(sentences("  \n ")) == []
+
+
+def test_a_sentence_too_long_is_cut_after_clauses_then_between_words_then_characters():
+    def fits(text: str) -> bool:
+        return len(text) <= 16
+
+    assert list(pieces_within("fits whole, as is", lambda text: True)) == ["fits whole, as is"]
+    sentence = "one two, three four five six, seven: eight nine ten eleven twelve"
+    pieces = list(pieces_within(sentence, fits))
+    # a clause cut into words ends a piece: the next starts at the clause after it
+    assert pieces == ["one two,", "three four five", "six,", "seven:", "eight nine ten", "eleven twelve"]
+    assert " ".join(pieces) == sentence and all(fits(piece) for piece in pieces)
+    word = "pneumonoultramicroscopicsilicovolcanoconiosis"
+    assert list(pieces_within(f"a {word} b", fits)) == ["a", word[:16], word[16:32], word[32:], "b"]
 
 
 def test_text_to_speech_record_round_trips_and_checks_itself():

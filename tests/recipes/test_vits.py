@@ -12,6 +12,7 @@ import torch
 
 import audiodeploy
 from audiodeploy import recipes, runtime
+from audiodeploy.program.tts import pieces_within
 from audiodeploy.recipes._hifigan_generator import ResBlock2
 from audiodeploy.recipes._vits_modules import VitsLatentsToWaveform, VitsTextToDurations
 from audiodeploy.recipes.errors import WeightsError
@@ -128,6 +129,23 @@ def test_sentences_stream_to_the_file_one_after_another(tts_model, tmp_path):
     # One noise stream over the sentences: the second sentence differs from the same sentence spoken first.
     alone = synthesizer.synthesize(second, voice).samples.numpy()
     assert not np.array_equal(whole[-alone.size :], alone)
+
+
+def test_a_sentence_longer_than_encode_takes_is_spoken_in_pieces(tts_model):
+    """No punctuation in 140 words (1,401 tokens, 599 a run): three pieces between words, spoken as three sentences
+    would be, from one noise stream."""
+    synthesizer = runtime.load(tts_model)
+    text = synthesizer.text
+    long = "word " * 140
+
+    def fits(piece: str) -> bool:
+        return text.front_end.token_ids(piece).size <= text.max_tokens
+
+    pieces = list(pieces_within(long, fits))
+    assert len(pieces) == 3 and " ".join(pieces) == long.strip()
+    voice = runtime.Voice(seed=4)
+    spoken = synthesizer.synthesize(long, voice).samples
+    np.testing.assert_array_equal(spoken.numpy(), synthesizer.synthesize("\n\n".join(pieces), voice).samples.numpy())
 
 
 def test_piper_sized_voice_decodes_through_type_2_residual_blocks_in_one_delegate():
