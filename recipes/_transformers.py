@@ -136,6 +136,11 @@ def read_config(weights: str) -> dict[str, object]:
     try:
         config, _ = PretrainedConfig.get_config_dict(location)
     except OSError as error:
+        if Path(location).is_dir():  # transformers says OSError of a config.json that is missing or not JSON
+            raise WeightsError(
+                f"cannot read the config.json of '{weights}': {first_line(error).rstrip('.')}; save the checkpoint "
+                "again with save_pretrained(), which writes config.json beside the weights"
+            ) from None
         raise WeightsError(
             f"cannot read weights '{weights}': not a local directory, and the Hugging Face Hub did not serve it "
             f"({first_line(error)}); download it where the hub is reachable and pass the directory"
@@ -189,7 +194,10 @@ def load_pretrained(
             ),
         )
     except OSError as error:
-        raise WeightsError(f"cannot load weights '{weights}': {first_line(error)}") from None
+        raise WeightsError(
+            f"cannot load weights '{weights}': {first_line(error).rstrip('.')}; save the model with save_pretrained(), "
+            "which writes its weights (model.safetensors) beside config.json"
+        ) from None
     except Exception as error:  # torch and safetensors raise many types for a damaged file; is_unreadable sorts them
         if is_unreadable(error):
             raise unreadable(_weights_file(location), error) from None

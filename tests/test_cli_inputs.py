@@ -86,6 +86,24 @@ def test_export_names_a_corrupt_weights_file_of_a_pretrained_directory(pretraine
     assert not (tmp_path / "w.pte").exists()
 
 
+@pytest.mark.parametrize("recipe", [(), ("wav2vec2",)], ids=["from-config", "named"])
+def test_export_names_a_damaged_config_or_missing_weights_of_a_local_directory(pretrained, tmp_path, recipe):
+    """A local directory is never called "not a local directory": its config.json that is not JSON, and a
+    config.json without weights beside it, are each named, with save_pretrained as the remedy."""
+    broken = tmp_path / "broken"
+    shutil.copytree(pretrained, broken)
+    (broken / "config.json").write_text("{not json")
+    result = audiodeploy("export", *recipe, "--weights", str(broken), "-o", str(tmp_path / "w.pte"))
+    assert_clean_error(result, "config.json", "not a valid JSON file", "save_pretrained")
+    assert "not a local directory" not in result.stderr
+    bare = tmp_path / "bare"
+    bare.mkdir()
+    shutil.copy(pretrained / "config.json", bare / "config.json")
+    result = audiodeploy("export", *recipe, "--weights", str(bare), "-o", str(tmp_path / "w.pte"))
+    assert_clean_error(result, "no file named model.safetensors", "save_pretrained")
+    assert not (tmp_path / "w.pte").exists()
+
+
 def test_a_pretrained_directory_whose_pickle_runs_code_is_refused_and_the_code_never_runs(pretrained, tmp_path):
     marker = tmp_path / "ran"
     weights = _with_weights(pretrained, tmp_path, "pytorch_model.bin", pickle.dumps(_RunsCode(marker), protocol=2))
