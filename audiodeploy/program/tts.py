@@ -38,7 +38,8 @@ __all__ = [
 
 
 class TextError(AudiodeployError, ValueError):
-    """A text the program cannot speak: nothing of it is in the vocabulary, or a sentence is too long."""
+    """A text the program cannot speak: it is empty or nothing of it is in the vocabulary, or (given to `encode`
+    itself) a sentence is too long."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -136,7 +137,7 @@ class TextToSpeech(Record):
     front_end: TextFrontEnd
     min_tokens: int
     max_tokens: int
-    """The token counts ``encode`` takes; a longer sentence is a `TextError`."""
+    """The token counts ``encode`` takes; the runtime speaks a longer sentence in pieces (`pieces_within`)."""
     flow_size: int
     """Channels of the prior and of the latents ``decode`` takes."""
     noise_scale: float
