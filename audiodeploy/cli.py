@@ -817,7 +817,7 @@ def _check_input_file(model: Path, source: Path, speech: _SpeechOptions) -> None
         if _names_a_file(source) and source.is_file():  # "." or a folder's name is text
             raise UserError(
                 f"{display(source)} names a file, and a text-to-speech program speaks the text it is given: give the "
-                f"words to speak, or --text-file {display(source)} for a text file's"
+                f"words themselves, or --text-file {display(source)} to speak what a text file says"
             )
         return
     if speech.given:  # the first mistake, as the runtime's order has it

@@ -313,7 +313,7 @@ def for_checkpoint(weights: str) -> Recipe[object]:
         if model_type is not None and recipe.transformers_model_type == model_type:
             return recipe
     known = sorted(r.transformers_model_type for r in _REGISTRY.values() if r.transformers_model_type)
-    what = "no model_type in its config.json" if model_type is None else f"a '{model_type}' model"
+    what = "a config.json without a model_type" if model_type is None else f"a model of type '{model_type}'"
     raise UnknownRecipeError(
         f"weights '{weights}' hold {what}, which no recipe builds from its config alone: audiodeploy builds "
         f"{', '.join(known)} checkpoints; for another format name the recipe (audiodeploy list)"

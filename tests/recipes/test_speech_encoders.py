@@ -279,5 +279,5 @@ def test_the_recipe_of_a_checkpoint_is_found_by_its_model_type(tmp_path):
     BertConfig(hidden_size=8, num_hidden_layers=1, num_attention_heads=2, intermediate_size=8).save_pretrained(
         tmp_path / "bert"
     )
-    with pytest.raises(recipes.UnknownRecipeError, match="'bert' model.*hubert.*wav2vec2"):
+    with pytest.raises(recipes.UnknownRecipeError, match="a model of type 'bert'.*hubert.*wav2vec2"):
         recipes.for_checkpoint(str(tmp_path / "bert"))
