@@ -84,10 +84,12 @@ def _what(result: dict) -> str:
 def _input(case: dict, target: dict) -> str:
     audio = f"{case['audio_seconds']:.3g} s" if case["audio_seconds"] else f"shape {tuple(case['input_shape'])}"
     if target.get("input_kind") == "mel":
-        return f"{audio} of audio ({case['input_length']} mel frames)"
-    if target.get("input_kind") == "codes":
-        return f"{audio} of audio ({case['input_length']} frames of codes)"
-    return audio
+        audio = f"{audio} of audio ({case['input_length']} mel frames)"
+    elif target.get("input_kind") == "codes":
+        audio = f"{audio} of audio ({case['input_length']} frames of codes)"
+    shortest, longest = target.get("length_range_seconds") or (None, None)
+    # Exported for that length alone, as a phone's runner takes it (the runtime cuts longer input into windows).
+    return f"{audio}, one-length program" if shortest is not None and shortest == longest else audio
 
 
 def _parameters(n: int) -> str:

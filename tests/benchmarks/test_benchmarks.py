@@ -70,6 +70,14 @@ def test_models_md_puts_bench_results_side_by_side():
     assert "### wav2vec2 base (wav2vec2-base)" in markdown and "94.0 M parameters" in markdown
 
 
+def test_models_md_says_when_a_program_takes_one_length_alone():
+    record = make_record((1.0,))
+    record["target"]["length_range_seconds"] = [1.0, 1.0]
+    rows = load("generate_models_md").bench_summary([record, make_record((1.0, 10.0))])
+    assert sum(row.startswith("| wav2vec2 base | 1 s, one-length program | 2026-11-29 |") for row in rows) == 1
+    assert sum(row.startswith("| wav2vec2 base | 1 s | 2026-11-29 |") for row in rows) == 1
+
+
 def test_models_md_lists_an_int8_run_in_the_latency_table_only_where_no_fp32_comparison_measured_it():
     fp32 = make_record((1.0,))
     int8 = make_record((1.0, 10.0))
