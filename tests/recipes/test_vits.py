@@ -132,7 +132,7 @@ def test_sentences_stream_to_the_file_one_after_another(tts_model, tmp_path):
 
 
 def test_a_sentence_longer_than_encode_takes_is_spoken_in_pieces(tts_model):
-    """No punctuation in 140 words (1,401 tokens, 599 a run): three pieces between words, spoken as three sentences
+    """No punctuation in 140 words (1,399 tokens, 599 a run): three pieces between words, spoken as three sentences
     would be, from one noise stream."""
     synthesizer = runtime.load(tts_model)
     text = synthesizer.text
