@@ -127,6 +127,9 @@ class ExecuTorchRuntime(Runtime):
             )
         self._method = program.method("forward")  # `execute(inputs)`: no checks in Python, for timing
         self._program = program
+        cache = "XNNPACK's weight cache " + ("on" if program.weight_cache else "off")
+        if cache not in self.info.notes:
+            self.info.notes.append(cache)
 
     def run(self, inputs: Sequence[torch.Tensor]) -> torch.Tensor:
         if self._method is None:

@@ -150,11 +150,24 @@ def profile_program(
     """
     from audiodeploy.runtime.program import _runtime
     from audiodeploy.runtime.runtime_log import runtime_log
+    from audiodeploy.runtime.weight_cache import load_with_weight_cache
 
     runtime = _runtime()
+    native: dict[str, Any] = {}
+
+    def load() -> str:
+        with runtime_log() as log:
+            native["program"] = runtime._load_program_from_buffer(buffer, enable_etdump=True, debug_buffer_size=0)
+            native["method"] = native["program"].load_method(method)
+        return log.getvalue()
+
+    def unload() -> None:
+        native.pop("method")  # before the program it belongs to
+        native.pop("program")
+
+    load_with_weight_cache(load, unload)  # as audiodeploy's runtime loads it
+    program, loaded = native.pop("program"), native.pop("method")
     with runtime_log(), tempfile.TemporaryDirectory(prefix="audiodeploy-profile-") as folder:
-        program = runtime._load_program_from_buffer(buffer, enable_etdump=True, debug_buffer_size=0)
-        loaded = program.load_method(method)
         for _ in range(warmup + runs):
             loaded.set_inputs(tuple(inputs))
             loaded.execute()

@@ -44,6 +44,7 @@ from audiodeploy.runtime.pte_check import (
 )
 from audiodeploy.runtime.runtime_log import describe_runtime_error, runtime_log
 from audiodeploy.runtime.verdicts import mark_verified
+from audiodeploy.runtime.weight_cache import load_with_weight_cache
 
 # The loader's names, and the public names of the modules it was split from (inputs, verdicts, runtime_log, the
 # cache directory), which callers import from here.
@@ -98,9 +99,13 @@ class _Loaded:
         self.program: Any = None
         self.methods: dict[str, Any] = {}
 
-    def __del__(self) -> None:
+    def unload(self) -> None:
+        """Drop the native methods, then the program (the bytes stay)."""
         self.methods.clear()
         self.program = None
+
+    def __del__(self) -> None:
+        self.unload()
 
 
 class LoadedMethod:
@@ -175,17 +180,32 @@ class Program:
         self._sha256 = None if trusted else program_digest(loaded.buffer)
         key = None if self._sha256 is None else verdicts.verdict_key(self._sha256, loaded.data)
         with _data_file(loaded.data) as data_path:
-            if key is not None and not verdicts.known_to_load(key):
-                probe.probe_program(loaded.buffer, origin, data_path)
-            self._load(loaded, data_path)
+            unknown = key is not None and not verdicts.known_to_load(key)
+            refused = unknown and probe.probe_program(loaded.buffer, origin, data_path) is False
+            self.weight_cache = self._load(loaded, data_path, refused=refused)
+            """Whether XNNPACK packed each of the program's constants once, for all the operators that read it."""
         if key is not None:
             verdicts.remember_loaded(key)
         self._loaded = loaded
         with runtime_log():  # reading a method's meta can log too
             self._methods = {name: LoadedMethod(loaded, name, origin) for name in loaded.methods}
 
-    def _load(self, loaded: _Loaded, data_path: str | None) -> None:
-        """Load the program and every method into ``loaded``, in this process; a refusal is a load error."""
+    def _load(self, loaded: _Loaded, data_path: str | None, *, refused: bool) -> bool:
+        """Load the program and every method into ``loaded`` with XNNPACK's weight cache on, in this process;
+        whether the cache is on.
+
+        A program that packs one constant for two kinds of kernel is loaded again without the cache
+        (:mod:`~audiodeploy.runtime.weight_cache` says why). One the probe saw ``refused`` is loaded without it, for
+        the runtime's refusal: a delegate whose init fails leaves 1.5.1's cache unfinished, and the next program
+        destroyed then logs so and keeps its packings.
+        """
+        if refused:
+            self._load_methods(loaded, data_path)
+            return False
+        return load_with_weight_cache(lambda: self._load_methods(loaded, data_path), loaded.unload)
+
+    def _load_methods(self, loaded: _Loaded, data_path: str | None) -> str:
+        """Load the program and every method into ``loaded``; what the runtime logged. A refusal is a load error."""
         runtime = _runtime()
         with runtime_log() as log:
             try:
@@ -200,6 +220,7 @@ class Program:
                     loaded.methods[name] = loaded.program.load_method(name)
                 except Exception as error:
                     raise self._refused(f"its method {name!r} does not load", error, log.getvalue()) from None
+        return log.getvalue()
 
     def _refused(self, what: str, error: BaseException, log: str) -> ProgramLoadError:
         """The load error for a refusal: ``what`` failed, what the runtime said, and the remedy its log points to."""

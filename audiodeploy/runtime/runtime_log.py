@@ -10,10 +10,13 @@ from __future__ import annotations
 import contextlib
 import io
 import logging
+import os
 import re
+import sys
+import tempfile
 from collections.abc import Iterator
 
-__all__ = ["describe_runtime_error", "log_runtime_lines", "runtime_log"]
+__all__ = ["describe_runtime_error", "log_runtime_lines", "native_runtime_log", "runtime_log"]
 
 logger = logging.getLogger("audiodeploy.runtime")
 
@@ -62,6 +65,28 @@ def runtime_log() -> Iterator[io.StringIO]:
             yield captured
     finally:
         log_runtime_lines(captured.getvalue())
+
+
+@contextlib.contextmanager
+def native_runtime_log() -> Iterator[None]:
+    """Collect what the runtime writes to file descriptor 2 during the block, and log it as :func:`runtime_log` does.
+
+    For what runs outside a binding's call (a method's destruction, when Python drops it): pybind11's redirect
+    is not in place then, so ``std::cerr`` is the process's fd 2 itself.
+    """
+    sys.stderr.flush()
+    saved = os.dup(2)
+    try:
+        with tempfile.TemporaryFile(mode="w+b") as collected:
+            os.dup2(collected.fileno(), 2)
+            try:
+                yield
+            finally:
+                os.dup2(saved, 2)
+                collected.seek(0)
+                log_runtime_lines(collected.read().decode("utf-8", "replace"))
+    finally:
+        os.close(saved)
 
 
 def log_runtime_lines(text: str) -> None:

@@ -22,6 +22,7 @@ from audiodeploy.lowering.passes.clipped_relative_positions_as_one_hot_bmm impor
     ClippedRelativePositionsAsOneHotBmmPass,
 )
 from audiodeploy.lowering.passes.concat_of_slices_as_linear import ConcatOfSlicesAsLinearPass
+from audiodeploy.lowering.passes.constant_matmul_as_linear import ConstantMatmulAsLinearPass
 from audiodeploy.lowering.passes.conv_chains_as_images import ConvChainsAsImagesPass
 from audiodeploy.lowering.passes.conv_tail_slice_as_padding import ConvTailSliceAsPaddingPass
 from audiodeploy.lowering.passes.decompose_normalization import DecomposeNormalizationPass
@@ -102,6 +103,7 @@ XNNPACK_REWRITES = (
     ConvChainsAsImagesPass,  # after every rewrite that emits or matches a conv1d; emits unsqueezes and squeezes
     SqueezeUnsqueezePairsPass,  # after every rewrite that emits squeezes and unsqueezes
     TanhGeluAsTanhPass,  # after the two above, which carry a gelu along convolutions as one op, not its pieces
+    ConstantMatmulAsLinearPass,  # after every rewrite that emits a matmul of a constant
     LstmAsStepsPass,  # late: its slices, cats and permutes are static; no pass after it takes them apart
     IntegerScalarsAsFloatsPass,  # late: also the integer scalars the rewrites above emit
     StaticReshapePass,  # every reshape the others left or emitted
