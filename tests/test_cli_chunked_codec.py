@@ -75,6 +75,7 @@ def test_the_codes_and_the_audio_are_transformers_own(chunked_codec, model, samp
     codec = runtime.load(chunked_codec)
     assert isinstance(codec, runtime.ChunkedCodec)
     assert (codec.channels, codec.chunk_samples, codec.codebooks, codec.codebook_size) == (2, CHUNK, 2, 1024)
+    assert codec.program.weight_cache  # each constant packed once: the codebooks' search and lookups read them apart
     audio = stereo(samples)
     expected_codes, expected_scales, expected_audio = transformers_round_trip(model, audio)
     encoded = codec.encode(audio)
