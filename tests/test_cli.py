@@ -68,8 +68,10 @@ def test_export_fp16_writes_a_half_precision_vocoder_that_runs_beside_its_fp32_o
         "tiny-v3",
         "--dtype",
         "fp16",
-        "--seconds",  # one length: lowers in half a range's time, and the cast is the same
-        "0.25",
+        "--min-seconds",  # across 160 frames, where torch's CPU convolution would switch kernels (once a guard)
+        "0.1",
+        "--max-seconds",
+        "3",
         cwd=tmp_path,
     )
     assert exported.returncode == 0, exported.stderr
@@ -78,7 +80,8 @@ def test_export_fp16_writes_a_half_precision_vocoder_that_runs_beside_its_fp32_o
     sidecar = json.loads(program.with_suffix(".json").read_text())
     precision = sidecar["lowering"]["precision"]
     assert precision["dtype"] == "float16" and precision["fidelity"]["forward"]["snr_db"] > 40
-    frames = sidecar["model"]["input"]["max_length"]  # the one length it takes: no window padded
+    fp32_sidecar = json.loads(vocoder_model.with_suffix(".json").read_text())
+    frames = fp32_sidecar["model"]["input"]["max_length"]  # the longest both take: no window padded
     mel = np.random.default_rng(0).standard_normal((frames, 80)).astype(np.float32)
     np.save(tmp_path / "mel.npy", mel)
     for pte, wav in ((program, "half.wav"), (vocoder_model, "full.wav")):
@@ -87,6 +90,11 @@ def test_export_fp16_writes_a_half_precision_vocoder_that_runs_beside_its_fp32_o
     half, _ = soundfile.read(str(tmp_path / "half.wav"))
     full, _ = soundfile.read(str(tmp_path / "full.wav"))
     assert half.shape == full.shape and np.abs(half - full).max() < 0.02  # 16-bit wavs of the same model
+    longest = sidecar["model"]["input"]["max_length"]
+    np.save(tmp_path / "long.npy", np.random.default_rng(1).standard_normal((longest, 80)).astype(np.float32))
+    result = audiodeploy("run", str(program), str(tmp_path / "long.npy"), "-o", str(tmp_path / "long.wav"))
+    assert result.returncode == 0, result.stderr
+    assert len(soundfile.read(str(tmp_path / "long.wav"))[0]) == longest * sidecar["model"]["input"]["samples_per_step"]
     inspected = audiodeploy("inspect", str(program))
     assert inspected.returncode == 0 and "precision: float16" in inspected.stdout
     assert_clean_error(audiodeploy("export", "hifigan", "--dtype", "bf16", cwd=tmp_path), "--dtype bf16", "fp16")

@@ -8,6 +8,7 @@ tensors, symbolic sizes included) so that the next pass can read shapes, and the
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import logging
@@ -25,7 +26,7 @@ from torch._dispatch.python import enable_python_dispatcher
 from torch._guards import detect_fake_mode
 from torch.export import ExportedProgram
 from torch.export.graph_signature import InputKind
-from torch.fx.experimental.symbolic_shapes import free_symbols, statically_known_true
+from torch.fx.experimental.symbolic_shapes import ShapeEnv, free_symbols, statically_known_true
 from torch.fx.passes.infra.pass_base import PassBase, PassResult
 from torch.utils import _pytree as pytree
 from torch.utils._sympy.numbers import int_oo
@@ -86,18 +87,45 @@ def fake_value(
         return target(*args, **kwargs)
     env = mode.shape_env
     known = dict(env.replacements) if env is not None else {}
+    ranges = dict(env.var_to_range) if env is not None else {}
     # The Python meta kernels, as torch.export traces with: some C++ ones (constant_pad_nd)
     # read sizes as integers, which would specialize the program to the example's length.
-    with mode, enable_python_dispatcher():
+    with mode, enable_python_dispatcher(), _backend_choice_unguarded(target, env):
         result = target(*args, **kwargs)
     if env is not None:
         fixed = [f"{s} = {e}" for s, e in env.replacements.items() if s not in known and e.is_number]
-        if fixed:
+        narrowed = [f"{s} in {env.var_to_range[s]} (was {r})" for s, r in ranges.items() if env.var_to_range[s] != r]
+        if fixed or narrowed:
             raise RuntimeError(
-                f"rewriting with {target} fixed the program's dynamic sizes ({', '.join(fixed)}); "
-                "this is a bug in the rewrite"
+                f"rewriting with {target} fixed or narrowed the program's dynamic sizes "
+                f"({', '.join(fixed + narrowed)}); this is a bug in the rewrite"
             )
     return result
+
+
+def _backend_choice_unguarded(target: Any, env: ShapeEnv | None) -> contextlib.AbstractContextManager[object]:
+    """No guards while ``target`` (a convolution) computes its fake value.
+
+    torch's fake convolution asks which CPU kernel eager would run, to give the output that kernel's memory format,
+    and that choice compares sizes with thresholds (oneDNN past 20480 input elements). Guarded on the example's
+    length, it narrowed the length's range to the example's side of the threshold, and the guard, kept with the
+    program, made its fp16 export refuse the range (`export hifigan --dtype fp16` over its default 1-10 s). The
+    memory format is not part of the program.
+    """
+    if env is None or target not in _CONVOLUTIONS:
+        return contextlib.nullcontext()
+    return env.suppress_guards()
+
+
+_CONVOLUTIONS = frozenset(
+    {
+        aten.convolution.default,
+        aten.conv1d.default,
+        aten.conv2d.default,
+        aten.conv_transpose1d.default,
+        aten.conv_transpose2d.input,
+    }
+)
 
 
 def arguments(node: torch.fx.Node) -> dict[str, Any]:

@@ -1,4 +1,4 @@
-"""The passes' shared graph helpers: an op call's arguments by name."""
+"""The passes' shared graph helpers: an op call's arguments by name, the fake values of the ops they insert."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import operator
 import pytest
 import torch
 
-from audiodeploy.lowering.passes._graph import arguments
+from audiodeploy.lowering.passes._graph import arguments, fake_value
 
 aten = torch.ops.aten
 
@@ -51,3 +51,25 @@ def test_a_schema_torch_fx_declines_is_bound_here():
 def test_a_call_without_a_schema_is_refused():
     with pytest.raises(TypeError, match="schema"):
         arguments(call(operator.getitem, "x", 0))
+
+
+def test_a_convolution_computed_on_fake_values_leaves_the_length_range_as_it_was():
+    """torch's fake convolution picks eager's CPU kernel by comparing the input's size with a threshold (oneDNN
+    past 20480 elements): on the example's length that would narrow the exported range to the example's side."""
+
+    class Conv(torch.nn.Module):
+        def forward(self, x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+            return x + 1, w
+
+    frames = torch.export.Dim("frames", min=87, max=862)
+    ep = torch.export.export(
+        Conv(), (torch.randn(1, 128, 1, 87), torch.randn(64, 128, 1, 7)), dynamic_shapes=({3: frames}, None)
+    )
+    x, w = [n for n in ep.graph.nodes if n.op == "placeholder"]
+    env = x.meta["val"].shape[3].node.shape_env
+    before = dict(env.var_to_range)
+
+    value = fake_value(aten.conv2d.default, (x, w), {}, like=x)
+
+    assert env.var_to_range == before
+    assert str(value.shape[3]) == str(x.meta["val"].shape[3] - 6)
