@@ -52,17 +52,18 @@ def _read_exactly(fd: int, size: int) -> bytes | None:
 
 
 def _load(extension: Any, buffer: bytes, data_path: str | None) -> dict[str, Any]:
-    """Load as ``Program`` does (XNNPACK's weight cache on), in this (forked) process; the runtime's log lines go
-    into the verdict."""
+    """Load as ``Program`` does (XNNPACK's weight cache on where it suits the program), in this (forked) process;
+    the runtime's log lines go into the verdict."""
     import contextlib
     import io
 
-    from audiodeploy.runtime.weight_cache import xnnpack_weight_cache
+    from audiodeploy.runtime.weight_cache import weight_cache_suits, xnnpack_weight_cache
 
     log = io.StringIO()
     verdict: dict[str, Any] = {"loaded": False, "error": ""}
     # The runtime's log reaches sys.stdout/sys.stderr (pybind11's stream redirection).
-    with contextlib.redirect_stdout(log), contextlib.redirect_stderr(log), xnnpack_weight_cache():
+    cached = weight_cache_suits(buffer)
+    with contextlib.redirect_stdout(log), contextlib.redirect_stderr(log), xnnpack_weight_cache(cached):
         try:
             program = extension._load_program_from_buffer(
                 buffer, program_verification=extension.Verification.InternalConsistency, data_path=data_path

@@ -35,7 +35,11 @@ class ProgramFormatError(ProgramLoadError):
 
 # Field slots of program.fbs's tables (a table's n-th field is the n-th entry of its vtable).
 _PROGRAM_EXECUTION_PLAN = 1
-_PLAN_NAME, _PLAN_CHAINS, _PLAN_OPERATORS, _PLAN_DELEGATES = 0, 5, 6, 7
+_PLAN_NAME, _PLAN_VALUES, _PLAN_CHAINS, _PLAN_OPERATORS, _PLAN_DELEGATES = 0, 2, 5, 6, 7
+_EVALUE_TYPE, _EVALUE_VALUE = 0, 1
+_TENSOR = 5  # a member of the KernelTypes union, from 1: Null, Int, Bool, Double, Tensor
+_TENSOR_SCALAR_TYPE = 0
+_HALF, _BFLOAT16 = 5, 15  # scalar_type.fbs
 _CHAIN_INSTRUCTIONS = 2
 _INSTRUCTION_ARGS_TYPE, _INSTRUCTION_ARGS = 0, 1  # a union is two slots: its type, then its table
 _KERNEL_CALL, _DELEGATE_CALL = 1, 2  # members of the InstructionArguments union, from 1
@@ -101,6 +105,23 @@ class _Flatbuffer:
             return bytes(self.buffer[start + 4 : start + 4 + length]).decode("utf-8")
         except UnicodeDecodeError:
             raise ProgramFormatError(f"the string at {start} is not UTF-8") from None
+
+
+def holds_16_bit_floats(buffer: bytes) -> bool:
+    """Whether a method of the program in `buffer` has an fp16 or bf16 tensor among its values (inputs, outputs,
+    constants and the tensors between its instructions; not the tensors inside a delegate's own payload).
+    A `ProgramFormatError` where the bytes are not a program's flatbuffer."""
+    if buffer[4:8] != FILE_IDENTIFIER:
+        raise ProgramFormatError(f"no {FILE_IDENTIFIER.decode()} identifier at bytes 4-7")
+    flatbuffer = _Flatbuffer(buffer)
+    for plan in flatbuffer.tables(flatbuffer.root(), _PROGRAM_EXECUTION_PLAN):
+        for evalue in flatbuffer.tables(plan, _PLAN_VALUES):
+            if flatbuffer.scalar(evalue, _EVALUE_TYPE, "<B") != _TENSOR:
+                continue
+            tensor = flatbuffer.table(evalue, _EVALUE_VALUE)
+            if tensor is not None and flatbuffer.scalar(tensor, _TENSOR_SCALAR_TYPE, "<b") in (_HALF, _BFLOAT16):
+                return True
+    return False
 
 
 def describe_program(buffer: bytes) -> list[ProgramMethod]:

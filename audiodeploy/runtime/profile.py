@@ -165,7 +165,7 @@ def profile_program(
         native.pop("method")  # before the program it belongs to
         native.pop("program")
 
-    load_with_weight_cache(load, unload)  # as audiodeploy's runtime loads it
+    load_with_weight_cache(load, unload, buffer)  # as audiodeploy's runtime loads it
     program, loaded = native.pop("program"), native.pop("method")
     with runtime_log(), tempfile.TemporaryDirectory(prefix="audiodeploy-profile-") as folder:
         for _ in range(warmup + runs):

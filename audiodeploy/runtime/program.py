@@ -191,8 +191,8 @@ class Program:
             self._methods = {name: LoadedMethod(loaded, name, origin) for name in loaded.methods}
 
     def _load(self, loaded: _Loaded, data_path: str | None, *, refused: bool) -> bool:
-        """Load the program and every method into ``loaded`` with XNNPACK's weight cache on, in this process;
-        whether the cache is on.
+        """Load the program and every method into ``loaded`` with XNNPACK's weight cache on where it suits the
+        program (not in fp16), in this process; whether the cache is on.
 
         A program that packs one constant for two kinds of kernel is loaded again without the cache
         (:mod:`~audiodeploy.runtime.weight_cache` says why). One the probe saw ``refused`` is loaded without it, for
@@ -202,7 +202,7 @@ class Program:
         if refused:
             self._load_methods(loaded, data_path)
             return False
-        return load_with_weight_cache(lambda: self._load_methods(loaded, data_path), loaded.unload)
+        return load_with_weight_cache(lambda: self._load_methods(loaded, data_path), loaded.unload, loaded.buffer)
 
     def _load_methods(self, loaded: _Loaded, data_path: str | None) -> str:
         """Load the program and every method into ``loaded``; what the runtime logged. A refusal is a load error."""

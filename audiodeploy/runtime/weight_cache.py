@@ -17,6 +17,14 @@ name, and 1.5.1's cache then frees a packing that another loaded program still r
 destroyed. audiodeploy's lowering reads each constant one way (:mod:`~audiodeploy.lowering.passes.\
 constant_matmul_as_linear`); a program from elsewhere that does not is loaded again without the cache
 (:func:`load_with_weight_cache` reads the runtime's log of the load).
+
+A program that computes in fp16 or bf16 is loaded without the cache. XNNPACK runs the operators that have no
+16-bit kernel on the CPU in fp32, and registers the constants it converted for them with the cache
+(``xnn_subgraph_alias_fp32_fallback_data``). Loaded through ExecuTorch 1.5.1's Python extension with the cache
+on, that killed the process (SIGSEGV in ``xnn_weights_cache_alias_data``, every time: wav2vec2's tiny and base fp16
+programs on an Intel Xeon with AVX512-FP16, whose fp16 kernels make XNNPACK convert only some operators); the
+native runner loads the same programs with the cache. :func:`weight_cache_suits` tells such programs by their
+fp16 or bf16 tensors, which audiodeploy's fp16 programs have at their float32 inputs' casts.
 """
 
 from __future__ import annotations
@@ -30,9 +38,10 @@ import threading
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from audiodeploy.runtime.inspection import ProgramFormatError, holds_16_bit_floats
 from audiodeploy.runtime.runtime_log import native_runtime_log
 
-__all__ = ["load_with_weight_cache", "weight_cache_setting", "xnnpack_weight_cache"]
+__all__ = ["load_with_weight_cache", "weight_cache_setting", "weight_cache_suits", "xnnpack_weight_cache"]
 
 logger = logging.getLogger("audiodeploy.runtime")
 
@@ -125,13 +134,23 @@ def xnnpack_weight_cache(enabled: bool = True) -> Iterator[bool]:
             _set(set_option, before)
 
 
-def load_with_weight_cache(load: Callable[[], str], unload: Callable[[], None]) -> bool:
-    """``load`` a program (it returns what the runtime logged) with XNNPACK's weight cache on; whether it is on.
+def weight_cache_suits(buffer: bytes) -> bool:
+    """Whether the program in ``buffer`` is loaded with XNNPACK's weight cache: not where it computes in fp16 or
+    bf16 (the module's docstring says why), nor where its bytes cannot be read (ExecuTorch's own checks judge them)."""
+    try:
+        return not holds_16_bit_floats(buffer)
+    except ProgramFormatError:
+        return False
+
+
+def load_with_weight_cache(load: Callable[[], str], unload: Callable[[], None], buffer: bytes) -> bool:
+    """``load`` the program in ``buffer`` (``load`` returns what the runtime logged) with XNNPACK's weight cache on
+    where it :func:`suits <weight_cache_suits>` the program; whether it is on.
 
     A program whose load packed a constant for two kinds of kernel under one name is unloaded (``unload`` drops
     every native object it made) and loaded again without the cache.
     """
-    with xnnpack_weight_cache() as cached:
+    with xnnpack_weight_cache(weight_cache_suits(buffer)) as cached:
         try:
             log = load()
         except BaseException:

@@ -1,5 +1,5 @@
 """XNNPACK's weight cache: on while audiodeploy loads a program, off again after, and never for a program that packs
-one constant two ways (whose cached packings another program's destruction could free)."""
+one constant two ways (whose cached packings another program's destruction could free) or computes in fp16."""
 
 from __future__ import annotations
 
@@ -14,7 +14,13 @@ import torch
 import audiodeploy
 from audiodeploy import Method
 from audiodeploy.runtime import Program
-from audiodeploy.runtime.weight_cache import _BackendOption, weight_cache_setting, xnnpack_weight_cache
+from audiodeploy.runtime.inspection import holds_16_bit_floats
+from audiodeploy.runtime.weight_cache import (
+    _BackendOption,
+    weight_cache_setting,
+    weight_cache_suits,
+    xnnpack_weight_cache,
+)
 
 WEIGHT = torch.randn(16, 16, generator=torch.Generator().manual_seed(0))
 
@@ -70,6 +76,19 @@ def test_a_program_packing_a_constant_two_ways_loads_without_the_cache_and_quiet
     gc.collect()
     _check_outputs(second)  # what the first program's destruction freed was not the second's
     assert capfd.readouterr() == ("", "")
+
+
+def test_an_fp16_program_loads_without_the_cache_in_the_probe_and_here():
+    """XNNPACK's fp32 fallback for the operators a CPU has no fp16 kernel for registers converted constants with the
+    cache, which crashed 1.5.1's Python extension (wav2vec2's fp16 programs on an Intel Xeon with AVX512-FP16)."""
+    x = torch.randn(4, 16)
+    fp16 = audiodeploy.lower(ByLinear().eval(), (x,), options=audiodeploy.LoweringOptions(dtype=torch.float16)).buffer
+    assert holds_16_bit_floats(fp16) and not weight_cache_suits(fp16)
+    assert not holds_16_bit_floats(_two_methods(rewrite=None))
+    program = Program(fp16)  # not trusted: probed in a child process first, which loads it as this one does
+    assert not program.weight_cache
+    torch.testing.assert_close(program.run((x,))[0], x @ WEIGHT.t(), atol=0.05, rtol=0.01)
+    assert weight_cache_setting() is False
 
 
 OPTION_BYTES = """
