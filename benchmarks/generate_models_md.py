@@ -385,7 +385,32 @@ def bench_section(result: dict) -> list[str]:
     return lines
 
 
-SECTIONS = {"pos_conv": pos_conv_section}
+def gemm_kernels_section(result: dict) -> list[str]:
+    """`benchmarks/gemm_kernels.py`: one linear layer's rate in each runtime, by threads and shape."""
+    machine = result["machine"]
+    lines = [
+        "## One fp32 linear layer: XNNPACK's kernel against ONNX Runtime's and PyTorch's "
+        "(`python benchmarks/gemm_kernels.py`)",
+        "",
+        f"Measured {machine['date']} on {machine['processor'] or machine['machine']} "
+        f"({', '.join(machine.get('vector_extensions') or ())}), {machine['cpu_count']} CPUs; "
+        f"torch {machine['torch']}, executorch {machine['executorch']}, onnxruntime {machine['onnxruntime']}. "
+        f"Command: `{machine['command']}`. GFLOP/s of the fastest of the interleaved rounds' medians.",
+        "",
+        "| threads | rows x in -> out | XNNPACK | ONNX Runtime | PyTorch | XNNPACK / ONNX Runtime time |",
+        "|---|---|---|---|---|---|",
+    ]
+    for case in result["cases"]:
+        rate, seconds = case["gflops"], case["median_s"]
+        lines.append(
+            f"| {case['threads']} | {case['rows']} x {case['in_features']} -> {case['out_features']} "
+            f"| {rate['xnnpack']:.0f} | {rate['onnxruntime']:.0f} | {rate['torch']:.0f} "
+            f"| {seconds['xnnpack'] / seconds['onnxruntime']:.2f} |"
+        )
+    return [*lines, ""]
+
+
+SECTIONS = {"pos_conv": pos_conv_section, "gemm-kernels": gemm_kernels_section}
 """Sections of other benchmarks, after the bench results (which come first, summary then details)."""
 
 
