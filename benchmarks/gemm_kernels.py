@@ -28,7 +28,7 @@ sys.path.insert(0, str(ROOT))
 
 import audiodeploy  # noqa: E402
 from audiodeploy._files import atomic_write_text  # noqa: E402
-from audiodeploy.bench.timing import machine_info  # noqa: E402
+from audiodeploy.bench.timing import machine_info, restart_with_passive_openmp_threads  # noqa: E402
 from audiodeploy.runtime import Program  # noqa: E402
 from audiodeploy.runtime.program import set_threadpool_size  # noqa: E402
 
@@ -106,6 +106,7 @@ def measure(threads: int, calls: int, rounds: int) -> list[dict]:
 
 
 def main() -> None:
+    restart_with_passive_openmp_threads(sys.argv)
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--name", required=True, help="names the result file: gemm-kernels-NAME.json")
     parser.add_argument("--calls", type=int, default=20)

@@ -182,3 +182,19 @@ def test_models_md_puts_each_codec_method_beside_eager_and_onnx_runtime():
         "| mimi 16khz | decode | 1 s | 2026-12-03, AMD EPYC, 2 thread(s) | 1 | 300 ms | 450 ms | – | 0.667 | – |"
         in markdown
     )
+
+
+def test_models_md_puts_one_linear_layer_of_each_runtime_in_one_table():
+    machine = {
+        "date": "2026-12-07T03:16:54+00:00", "processor": "Intel(R) Xeon(R) Processor", "machine": "x86_64",
+        "vector_extensions": ["avx512f", "avx512_fp16"], "cpu_count": 2, "torch": "2.14.1", "executorch": "1.5.1",
+        "onnxruntime": "1.32.0", "command": "python benchmarks/gemm_kernels.py --name xeon",
+    }  # fmt: skip
+    case = {
+        "threads": 2, "rows": 49, "in_features": 768, "out_features": 768, "gflop": 0.0578,
+        "median_s": {"xnnpack": 0.00068, "onnxruntime": 0.00025, "torch": 0.0012},
+        "gflops": {"xnnpack": 85.0, "onnxruntime": 231.2, "torch": 48.2},
+    }  # fmt: skip
+    markdown = load("generate_models_md").render([{"benchmark": "gemm-kernels", "machine": machine, "cases": [case]}])
+    assert "## One fp32 linear layer" in markdown and "(avx512f, avx512_fp16)" in markdown
+    assert "| 2 | 49 x 768 -> 768 | 85 | 231 | 48 | 2.72 |" in markdown
