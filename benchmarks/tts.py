@@ -15,7 +15,7 @@ differ; so that every runtime speaks the same number of frames, the durations' n
 
     audiodeploy export vits -o vits.pte && python benchmarks/tts.py vits.pte
 
-Writes benchmarks/results/vits-<variant>-tts.json. Take ratios on an idle machine.
+Writes benchmarks/results/vits-<variant>-tts.json (`--name NAME`: NAME-tts.json). Take ratios on an idle machine.
 """
 
 from __future__ import annotations
@@ -57,6 +57,7 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--name", help="names the result file: NAME-tts.json; default: vits-VARIANT")
     args = parser.parse_args()
     restart_with_passive_openmp_threads(sys.argv)
     threads = set_threads(args.threads)
@@ -130,7 +131,7 @@ def main() -> None:
             flush=True,
         )
     folder.cleanup()
-    path = RESULTS / f"vits-{described.variant}-tts.json"
+    path = RESULTS / f"{args.name or f'vits-{described.variant}'}-tts.json"
     atomic_write_text(path, json.dumps(record, indent=2) + "\n")
     print(f"wrote {path}")
 
