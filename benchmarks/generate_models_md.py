@@ -395,7 +395,7 @@ def gemm_kernels_section(result: dict) -> list[str]:
         f"Measured {machine['date']} on {machine['processor'] or machine['machine']} "
         f"({', '.join(machine.get('vector_extensions') or ())}), {machine['cpu_count']} CPUs; "
         f"torch {machine['torch']}, executorch {machine['executorch']}, onnxruntime {machine['onnxruntime']}. "
-        f"Command: `{machine['command']}`. GFLOP/s of the fastest of the interleaved rounds' medians.",
+        f"Command: `{machine['command']}`. GFLOP/s of each runtime's median call, the runtimes called in turn.",
         "",
         "| threads | rows x in -> out | XNNPACK | ONNX Runtime | PyTorch | XNNPACK / ONNX Runtime time |",
         "|---|---|---|---|---|---|",

@@ -107,14 +107,20 @@ class _Flatbuffer:
             raise ProgramFormatError(f"the string at {start} is not UTF-8") from None
 
 
+def _execution_plans(buffer: bytes) -> tuple[_Flatbuffer, list[int]]:
+    """The program's flatbuffer and its methods' execution plans; a `ProgramFormatError` where it has none."""
+    if buffer[4:8] != FILE_IDENTIFIER:
+        raise ProgramFormatError(f"no {FILE_IDENTIFIER.decode()} identifier at bytes 4-7")
+    flatbuffer = _Flatbuffer(buffer)
+    return flatbuffer, flatbuffer.tables(flatbuffer.root(), _PROGRAM_EXECUTION_PLAN)
+
+
 def holds_16_bit_floats(buffer: bytes) -> bool:
     """Whether a method of the program in `buffer` has an fp16 or bf16 tensor among its values (inputs, outputs,
     constants and the tensors between its instructions; not the tensors inside a delegate's own payload).
     A `ProgramFormatError` where the bytes are not a program's flatbuffer."""
-    if buffer[4:8] != FILE_IDENTIFIER:
-        raise ProgramFormatError(f"no {FILE_IDENTIFIER.decode()} identifier at bytes 4-7")
-    flatbuffer = _Flatbuffer(buffer)
-    for plan in flatbuffer.tables(flatbuffer.root(), _PROGRAM_EXECUTION_PLAN):
+    flatbuffer, plans = _execution_plans(buffer)
+    for plan in plans:
         for evalue in flatbuffer.tables(plan, _PLAN_VALUES):
             if flatbuffer.scalar(evalue, _EVALUE_TYPE, "<B") != _TENSOR:
                 continue
@@ -127,11 +133,9 @@ def holds_16_bit_floats(buffer: bytes) -> bool:
 def describe_program(buffer: bytes) -> list[ProgramMethod]:
     """Each method of the program in `buffer`: its delegate calls, their backends and the kernels outside them.
     A `ProgramFormatError` where the bytes are not a program's flatbuffer (`pte_check` finds most such files first)."""
-    if buffer[4:8] != FILE_IDENTIFIER:
-        raise ProgramFormatError(f"no {FILE_IDENTIFIER.decode()} identifier at bytes 4-7")
-    flatbuffer = _Flatbuffer(buffer)
+    flatbuffer, plans = _execution_plans(buffer)
     methods = []
-    for plan in flatbuffer.tables(flatbuffer.root(), _PROGRAM_EXECUTION_PLAN):
+    for plan in plans:
         operators = [flatbuffer.string(o, _OPERATOR_NAME) for o in flatbuffer.tables(plan, _PLAN_OPERATORS)]
         delegates = 0
         kernels: Counter[str] = Counter()
