@@ -12,7 +12,9 @@ every computed weight was computed in fp32 and is only stored in fp16, and gives
   where integer values meet float scalars (re-exported with fp16 as torch's default dtype);
 - computes the erf GELU in its tanh form (:class:`TanhGeluAsTanhPass`): ExecuTorch 1.5.1's XNNPACK partitioner
   declines an fp16 ``gelu``, which would cut the delegate at every activation. The tanh form is at most 2e-4 from
-  the erf GELU (near ``x = -2``); fp16 rounding moves a whole program's outputs by about ten times that.
+  the erf GELU (near ``x = -2``); fp16 rounding moves a whole program's outputs by about ten times that;
+- reduces no square directly (:class:`ReducedSquaresAsNegatedProductsPass`): XNNPACK fuses such a reduction into an
+  operator it has no fp16 kernel for, and would run everything after that operator in fp32.
 
 The program is exported again from its unlifted module (`torch.export.export`), with the method's own example
 inputs and dynamic shapes.
@@ -26,6 +28,7 @@ from collections.abc import Iterator
 import torch
 from torch.export import ExportedProgram
 
+from audiodeploy.lowering.passes.reduced_squares_as_negated_products import ReducedSquaresAsNegatedProductsPass
 from audiodeploy.lowering.passes.tanh_gelu_as_tanh import TanhGeluAsTanhPass
 
 FLOAT16_MAX = float(torch.finfo(torch.float16).max)
@@ -33,8 +36,9 @@ FLOAT16_MAX = float(torch.finfo(torch.float16).max)
 
 def as_float16(ep: ExportedProgram, example_inputs: tuple[object, ...], dynamic_shapes: object) -> ExportedProgram:
     """The fp16 program of ``ep`` (a method after its rewrites and folds), as the module docstring says; ``ep``'s
-    GELUs are rewritten in place (in their tanh form, which a second call leaves as it is)."""
+    GELUs and reduced squares are rewritten in place (in forms that a second call leaves as they are)."""
     _gelu_in_tanh_form(ep)
+    ReducedSquaresAsNegatedProductsPass(ep)(ep.graph_module)
     module = ep.module()
     graph = module.graph
     for node in list(graph.nodes):

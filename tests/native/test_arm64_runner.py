@@ -35,7 +35,8 @@ def test_an_fp16_program_under_qemu_with_fp16_arithmetic_matches_the_x86_64_run(
     arm64_runner, tiny_program, tmp_path, monkeypatch
 ):
     """A Cortex-A76 has ARMv8.2's fp16 arithmetic: XNNPACK's arm64 fp16 kernels run (emulated), where this x86-64
-    machine's convert around fp32 arithmetic. Both round to fp16 between operators."""
+    machine's run natively with AVX512-FP16 and accumulate in fp32 without it. Both round to fp16 between
+    operators."""
     monkeypatch.setenv("QEMU_CPU", "cortex-a76")
     length = Dim("length", min=4, max=MAX_LENGTH)
     lowered = audiodeploy.lower(
