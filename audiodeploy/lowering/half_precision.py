@@ -14,7 +14,11 @@ every computed weight was computed in fp32 and is only stored in fp16, and gives
   declines an fp16 ``gelu``, which would cut the delegate at every activation. The tanh form is at most 2e-4 from
   the erf GELU (near ``x = -2``); fp16 rounding moves a whole program's outputs by about ten times that;
 - reduces no square directly (:class:`ReducedSquaresAsNegatedProductsPass`): XNNPACK fuses such a reduction into an
-  operator it has no fp16 kernel for, and would run everything after that operator in fp32.
+  operator it has no fp16 kernel for, and would run everything after that operator in fp32;
+- decomposes, while still fp32, the ops whose decompositions compute fp16 in fp32 (:data:`UPCASTING_DECOMPOSITIONS`:
+  ``baddbmm``, which `nn.MultiheadAttention` computes its scores with, ``silu``, ...): decomposed by edge lowering
+  in the fp16 program, each would leave two casts outside the delegate, which they cut (transformers' WavLM: five
+  delegates).
 
 The program is exported again from its unlifted module (`torch.export.export`), with the method's own example
 inputs and dynamic shapes.
@@ -26,6 +30,7 @@ import contextlib
 from collections.abc import Iterator
 
 import torch
+from torch._decomp import get_decompositions
 from torch.export import ExportedProgram
 
 from audiodeploy.lowering.passes.reduced_squares_as_negated_products import ReducedSquaresAsNegatedProductsPass
@@ -33,13 +38,24 @@ from audiodeploy.lowering.passes.tanh_gelu_as_tanh import TanhGeluAsTanhPass
 
 FLOAT16_MAX = float(torch.finfo(torch.float16).max)
 
+aten = torch.ops.aten
+
+UPCASTING_DECOMPOSITIONS = (
+    aten.baddbmm.default,
+    aten.hardsigmoid.default,
+    aten.hardswish.default,
+    aten.mv.default,
+    aten.silu.default,
+)
+"""Ops whose torch decompositions cast fp16 operands to fp32 and the result back (``pw_cast_for_opmath``)."""
+
 
 def as_float16(ep: ExportedProgram, example_inputs: tuple[object, ...], dynamic_shapes: object) -> ExportedProgram:
     """The fp16 program of ``ep`` (a method after its rewrites and folds), as the module docstring says; ``ep``'s
     GELUs and reduced squares are rewritten in place (in forms that a second call leaves as they are)."""
     _gelu_in_tanh_form(ep)
     ReducedSquaresAsNegatedProductsPass(ep)(ep.graph_module)
-    module = ep.module()
+    module = _with_upcasting_ops_decomposed(ep).module()
     graph = module.graph
     for node in list(graph.nodes):
         if node.op == "get_attr":
@@ -67,6 +83,13 @@ def _gelu_in_tanh_form(ep: ExportedProgram) -> None:
         if node.op == "call_function" and node.target is torch.ops.aten.gelu.default:
             node.kwargs = {**node.kwargs, "approximate": "tanh"}
     TanhGeluAsTanhPass(ep)(ep.graph_module)
+
+
+def _with_upcasting_ops_decomposed(ep: ExportedProgram) -> ExportedProgram:
+    found = {n.target for n in ep.graph.nodes if n.op == "call_function"} & set(UPCASTING_DECOMPOSITIONS)
+    if not found:
+        return ep
+    return ep.run_decompositions(get_decompositions(list(found)))
 
 
 def _store_in_float16(module: torch.nn.Module, target: str) -> None:

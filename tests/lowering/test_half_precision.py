@@ -95,3 +95,35 @@ def test_fp16_goes_with_fp32_and_not_with_int8():
         LoweringOptions(dtype=torch.float16, quantization=Quantization(QuantizationScheme.INT8_DYNAMIC))
     with pytest.raises(ValueError, match="torch.float32 or torch.float16"):
         LoweringOptions(dtype=torch.bfloat16)
+
+
+class MultiheadAttentionSilu(nn.Module):
+    """`nn.MultiheadAttention` with a float mask (it computes the scores with ``baddbmm``) and a SiLU: torch's
+    decompositions of both compute fp16 in fp32."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.attention = nn.MultiheadAttention(32, 4, batch_first=True)
+        self.bias = nn.Linear(32, 32)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        mask = torch.tanh(torch.bmm(self.bias(x), x.transpose(1, 2))).squeeze(0)  # [frames, frames]
+        attended, _ = self.attention(x, x, x, attn_mask=mask)  # with its weights: baddbmm, not sdpa
+        return nn.functional.silu(attended)
+
+
+def test_ops_whose_decompositions_upcast_fp16_leave_no_cast_between_delegates():
+    torch.manual_seed(0)
+    module = MultiheadAttentionSilu().eval()
+    example, shapes = (torch.randn(1, 12, 32),), ({1: Dim("frames", min=2, max=64)},)
+    fp32 = audiodeploy.lower(module, example, dynamic_shapes=shapes).report.methods["forward"]
+    lowered = audiodeploy.lower(module, example, dynamic_shapes=shapes, options=LoweringOptions(dtype=torch.float16))
+    method = lowered.report.methods["forward"]
+    # As the fp32 program, with the casts of the input and of the output only: no fp32 island in between.
+    assert method.delegates == fp32.delegates, (method, fp32)
+    outside = dict(method.ops_outside_delegates)
+    assert outside.pop("dim_order_ops._to_dim_order_copy") == 2, method
+    assert outside == fp32.ops_outside_delegates
+    x = torch.randn(1, 40, 32)
+    (got,) = Program(lowered.buffer, trusted=True).run((x,))
+    assert output_snr_db(module(x), got) > 40
