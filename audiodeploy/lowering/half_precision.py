@@ -15,6 +15,7 @@ every computed weight was computed in fp32 and is only stored in fp16, and gives
   the erf GELU (near ``x = -2``); fp16 rounding moves a whole program's outputs by about ten times that;
 - reduces no square directly (:class:`ReducedSquaresAsNegatedProductsPass`): XNNPACK fuses such a reduction into an
   operator it has no fp16 kernel for, and would run everything after that operator in fp32;
+- cuts with ``slice_copy`` where it sliced (see :func:`as_float16`);
 - decomposes, while still fp32, the ops whose decompositions compute fp16 in fp32 (:data:`UPCASTING_DECOMPOSITIONS`:
   ``baddbmm``, which `nn.MultiheadAttention` computes its scores with, ``silu``, ...): decomposed by edge lowering
   in the fp16 program, each would leave two casts outside the delegate, which they cut (transformers' WavLM: five
@@ -61,6 +62,12 @@ def as_float16(ep: ExportedProgram, example_inputs: tuple[object, ...], dynamic_
         if node.op == "get_attr":
             _store_in_float16(module, str(node.target))
         elif node.op == "call_function":
+            if node.target is aten.slice.Tensor:
+                # The same cut as a copy (edge lowering writes every slice as one anyway). Traced again, the view of
+                # a constant stored at the longest length (``c[:, :t, :t]``) is contiguous only at that length, and
+                # torch records ``t != longest`` while it works out the view's strides: a guard that the range
+                # violates. A copy's strides are its own.
+                node.target = aten.slice_copy.Tensor
             node.args = tuple(_in_float16(a) for a in node.args)
             node.kwargs = {k: _in_float16(v) for k, v in node.kwargs.items()}
     for node in [n for n in graph.nodes if n.op == "placeholder"]:

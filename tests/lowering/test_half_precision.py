@@ -127,3 +127,37 @@ def test_ops_whose_decompositions_upcast_fp16_leave_no_cast_between_delegates():
     x = torch.randn(1, 40, 32)
     (got,) = Program(lowered.buffer, trusted=True).run((x,))
     assert output_snr_db(module(x), got) > 40
+
+
+class BiasedAttention(nn.Module):
+    """Attention scores plus a learned bias per head, expanded to the length: a value of the length alone, which the
+    program stores at the longest length and cuts to ``[:, :t, :t]``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.project = nn.Linear(32, 32)
+        self.bias = nn.Parameter(torch.randn(4, 1, 1))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        frames = x.shape[1]
+        heads = self.project(x).view(frames, 4, 8).transpose(0, 1)
+        scores = torch.bmm(heads, heads.transpose(1, 2)) + self.bias.expand(4, frames, frames)
+        return torch.bmm(scores.softmax(-1), heads)
+
+
+def test_an_fp16_program_of_a_constant_cut_to_the_length_takes_the_longest_length():
+    # Traced again in fp16, a view of the stored [4, 60, 60] would be contiguous only at 60 frames, which torch
+    # would guard against: the export failed with "Constraints violated (frames)".
+    torch.manual_seed(0)
+    module = BiasedAttention().eval()
+    lowered = audiodeploy.lower(
+        module,
+        (torch.randn(1, 12, 32),),
+        dynamic_shapes=({1: Dim("frames", min=2, max=60)},),
+        options=LoweringOptions(dtype=torch.float16),
+    )
+    program = Program(lowered.buffer, trusted=True)
+    for frames in (2, 60):
+        x = torch.randn(1, frames, 32)
+        (got,) = program.run((x,))
+        assert output_snr_db(module(x), got) > 40, frames
