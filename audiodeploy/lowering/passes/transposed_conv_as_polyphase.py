@@ -26,6 +26,18 @@ symbolic size)::
     P = index_select(W, 2, J).view(Ci, Co, G, s / G, k / s).permute(2, 1, 3, 0, 4).reshape(Co * s, Ci, k / s)
     b' = b repeated per phase
 
+Phase groups of unequal sizes (DAC's stride 5: padding 3 puts phases 0-1 at offsets -1..0 and 2-4 at 0..1) become
+a group of each phase, each reading its own copy of the padded input (``s`` copies where two would do: a copy costs
+far less than the GEMM; DAC 16 kHz's 768 -> 384, kernel 10, stayed a deconvolution at 49 GFLOP/s, 17% of its
+decoder's time). An output a few steps short of ``s`` times the input (``L = s T - c``,
+``0 < c < s``: DAC's odd strides, padding ``ceil(s / 2)``) is computed with ``c`` more steps of output padding and
+cut by a depthwise convolution of one tap in ``c + 1``, which keeps the first ``L`` steps exactly and, unlike a
+slice, takes a symbolic length inside the delegate::
+
+    before   x ── conv_transpose1d(W, b, stride s, padding p, output_padding q) ── y [N, Co, s T - c]
+    after    the phases of conv_transpose1d(W, b, stride s, padding p, output_padding q + c) ── [N, Co, s T]
+                 ── conv1d(E [Co, 1, c + 1] (1 at tap 0, else 0), groups Co) ── y
+
 A crop of the output that is the transposed convolution's only use (``y[..., a : L - b]``;
 causal EnCodec and Mimi drop ``b = k - s``) is taken in: it is padding ``p + a`` and output
 padding ``q + a - b``, whose phases read the input padded less on the right, and the
@@ -42,8 +54,8 @@ slice, which XNNPACK declines at a symbolic length, is gone::
 The pass leaves a transposed convolution as it is, and does nothing on a program
 without one, unless it is a float32 ``conv_transpose1d`` with one group, dilation
 one, stride ``s > 1`` dividing the kernel, a static batch size, an output length
-``L`` that is a multiple of ``s`` and no shorter than ``s * T`` (no crop beyond
-padding), phase groups of equal size, a bias that is absent or a constant only it
+``L`` that is a multiple of ``s`` no shorter than ``s * T`` or short of ``s * T`` by
+less than ``s``, a bias that is absent or a constant only it
 reads, a weight that is computed or a constant only it reads, and at least
 :data:`MIN_OUT_CHANNELS` output channels or a crop it takes in.
 """
@@ -91,6 +103,8 @@ class _Phases:
     taps: int
     pads: list[list[int]]
     """``[left, right]`` padding of the input each group reads."""
+    cut: int
+    """Steps cut from the end of the interleaved output (``c``)."""
 
     @property
     def groups(self) -> int:
@@ -125,18 +139,22 @@ def _phases(conv: TransposedConv1d, *, cropped: bool = False) -> _Phases | Skip:
         return Skip(f"{out_channels} output channels, fewer than {MIN_OUT_CHANNELS}: the interleave costs more")
     if not is_static(x_val.shape[0]):
         return Skip("symbolic batch size: the interleave's views would have two inferred sizes")
-    extra, remainder = divmod(kernel - 2 * padding + output_padding - stride, stride)
+    # L = s T + beyond: a multiple of s at least s T, or short of s T by fewer than s steps, cut after the phases.
+    beyond = kernel - 2 * padding + output_padding - stride
+    cut = -beyond if -stride < beyond < 0 else 0
+    extra, remainder = divmod(beyond + cut, stride)
     if remainder or extra < 0:
-        return Skip("the output length is not a multiple of the stride at least stride times the input's")
+        return Skip("the output length is not a multiple of the stride, nor short of stride times the input's by less")
     windows = _phase_windows(stride, padding)
     per_group = stride // len(windows) if stride % len(windows) == 0 else 0
     if any(len(phases) != per_group for _, phases in windows):
-        return Skip(f"phase groups of unequal sizes {[len(p) for _, p in windows]}")
+        # Unequal groups: a group of each phase, equal again, each reading its copy of the padded input.
+        windows, per_group = [(high, [phase]) for high, phases in windows for phase in phases], 1
     taps = kernel // stride
     pads = [[taps - 1 - high, high + extra] for high, _ in windows]
     if any(min(pad) < 0 for pad in pads):
         return Skip("a phase reads beyond the padded input: its output would need a slice")
-    return _Phases(stride, padding, int(x_val.shape[0]), out_channels, windows, per_group, taps, pads)
+    return _Phases(stride, padding, int(x_val.shape[0]), out_channels, windows, per_group, taps, pads, cut)
 
 
 class TransposedConvAsPolyphasePass(NodeRewritePass):
@@ -196,7 +214,8 @@ class TransposedConvAsPolyphasePass(NodeRewritePass):
         poly_bias: torch.fx.Node | None,
         phases: _Phases,
     ) -> torch.fx.Node:
-        """``y``: every group's phases by one grouped convolution of the padded inputs, interleaved by views."""
+        """``y``: every group's phases by one grouped convolution of the padded inputs, interleaved by views (and
+        cut at the end: :attr:`_Phases.cut`)."""
         graph = self.graph
         padded = [insert_op(graph, aten.constant_pad_nd.default, (x, pad, 0.0), origin=node) for pad in phases.pads]
         grouped = padded[0] if len(padded) == 1 else insert_op(graph, aten.cat.default, (padded, 1), origin=node)
@@ -205,7 +224,13 @@ class TransposedConvAsPolyphasePass(NodeRewritePass):
         sizes = [phases.batch, phases.groups, phases.out_channels, phases.per_group, -1]
         split = insert_reshape(graph, convolved, sizes, origin=node)
         moved = insert_op(graph, aten.permute.default, (split, [0, 2, 4, 1, 3]), origin=node)
-        return insert_reshape(graph, moved, [phases.batch, phases.out_channels, -1], origin=node)
+        y = insert_reshape(graph, moved, [phases.batch, phases.out_channels, -1], origin=node)
+        if not phases.cut:
+            return y
+        first_tap = torch.zeros(phases.out_channels, 1, phases.cut + 1)
+        first_tap[:, :, 0] = 1.0
+        keep = add_constant(self.exported_program, graph, f"{node.name}_cut", first_tap)
+        return insert_op(graph, aten.conv1d.default, (y, keep, None, [1], [0], [1], phases.out_channels), origin=node)
 
 
 def _phase_windows(stride: int, padding: int) -> list[tuple[int, list[int]]]:

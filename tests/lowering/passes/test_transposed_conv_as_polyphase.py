@@ -53,6 +53,20 @@ class CroppedUpsampler(torch.nn.Module):
         return torch.nn.functional.elu(y[..., self.drop_at_start : end])
 
 
+class OddStrideUpsampler(torch.nn.Module):
+    """DAC's upsampling at an odd stride: kernel 2s, padding ceil(s / 2), so the output is ``s T - 1`` steps and
+    the phases fall in groups of 2 and 3; then a residual unit's convolution, as in DAC's decoder block."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.up = torch.nn.ConvTranspose1d(96, 64, 10, 5, padding=3)
+        self.unit = torch.nn.Conv1d(64, 64, 7, padding=9, dilation=3)
+
+    def forward(self, x):
+        y = self.up(x)
+        return y + self.unit(torch.sin(y))
+
+
 def inputs() -> list[tuple[torch.Tensor]]:
     return [(torch.randn(1, 96, n),) for n in (8, 37)]
 
@@ -95,6 +109,42 @@ def test_fp32_cropped_upsampler_takes_the_crop_in_and_is_one_delegate(in_channel
     assert "TransposedConvAsPolyphasePass" in report.rewrites
 
 
+def test_fp32_odd_stride_upsampler_cut_short_and_in_unequal_phase_groups_is_one_delegate():
+    torch.manual_seed(0)
+    module = OddStrideUpsampler().eval()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FutureWarning)
+        torch.nn.utils.weight_norm(module.up)  # computed, as DAC's
+    first, *others = [*inputs(), (torch.randn(1, 96, FRAMES.max),)]
+    report = lower_and_compare(module, first, dynamic_shapes=({2: FRAMES},), also_run=others)
+    assert (report.delegates, report.ops_outside_delegates) == (1, {})
+    assert "TransposedConvAsPolyphasePass" in report.rewrites
+    ep = export_aten(module, first, dynamic_shapes=({2: FRAMES},))
+    assert TransposedConvAsPolyphasePass(ep)(ep.graph_module).modified
+    assert transposed_convolutions(ep) == 0
+
+
+@pytest.mark.parametrize(
+    "layer",
+    [
+        torch.nn.ConvTranspose1d(64, 64, 8, 4, padding=1, output_padding=2),  # phase groups of sizes 3 and 1
+        torch.nn.ConvTranspose1d(64, 64, 10, 5, padding=3),  # 5 T - 1 steps, groups of 2 and 3
+        torch.nn.ConvTranspose1d(64, 64, 6, 3, padding=2, output_padding=1),  # 3 T - 1 steps
+    ],
+    ids=["unequal-groups", "odd-stride-cut", "cut-with-output-padding"],
+)
+def test_transposed_convolutions_of_unequal_phase_groups_or_cut_short_equal_eager(layer):
+    torch.manual_seed(0)
+    layer = layer.eval()
+    x = torch.randn(1, 64, 20)
+    ep = export_aten(layer, (x,), dynamic_shapes=({2: FRAMES},))
+    assert TransposedConvAsPolyphasePass(ep)(ep.graph_module).modified
+    assert transposed_convolutions(ep) == 0
+    for n in (8, 20, 57):
+        x = torch.randn(1, 64, n)
+        torch.testing.assert_close(ep.module()(x), layer(x), rtol=1e-5, atol=1e-5)
+
+
 def test_rewritten_program_keeps_no_transposed_convolution():
     ep = export_aten(Upsampler().eval(), inputs()[0], dynamic_shapes=({2: FRAMES},))
     assert transposed_convolutions(ep) == 3
@@ -107,11 +157,10 @@ def test_rewritten_program_keeps_no_transposed_convolution():
     [
         torch.nn.ConvTranspose1d(64, 32, 4, 2, padding=1),  # too narrow: the interleave costs more
         torch.nn.ConvTranspose1d(64, 64, 3, 2, padding=1),  # the stride does not divide the kernel
-        torch.nn.ConvTranspose1d(64, 64, 8, 4, padding=1),  # phase groups of sizes 3 and 1
-        torch.nn.ConvTranspose1d(64, 64, 4, 2, padding=3),  # crops beyond the padding
+        torch.nn.ConvTranspose1d(64, 64, 4, 2, padding=3),  # crops beyond the padding: 2 T - 4 steps
         torch.nn.ConvTranspose1d(64, 64, 4, 2, padding=1, groups=2),
     ],
-    ids=["narrow", "kernel-not-multiple", "unequal-groups", "crop", "grouped"],
+    ids=["narrow", "kernel-not-multiple", "crop", "grouped"],
 )
 def test_does_nothing_on_transposed_convolutions_it_cannot_write_as_phases(layer):
     ep = export_aten(layer.eval(), (torch.randn(1, 64, 20),))
