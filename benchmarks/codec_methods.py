@@ -11,8 +11,15 @@ that differ from eager's, the decoded waveform's largest difference, and the mac
     python benchmarks/codec_methods.py dac --variant 16khz
     python benchmarks/codec_methods.py mimi --variant 8-codebooks --min-seconds 2.5 --seconds 2.5 --seconds 10
     python benchmarks/codec_methods.py encodec --variant 48khz-6kbps --seconds 1   # one of its own 1 s chunks
+    python benchmarks/codec_methods.py encodec --variant 24khz-6kbps --window-seconds 1   # 10 s in 1 s windows
 
-Writes benchmarks/results/<recipe>-<variant>-methods.json. Take ratios on an idle machine.
+A codec whose program takes one length (EnCodec's LSTM is unrolled at it) is built at `--window-seconds`, and a
+longer input runs through `audiodeploy.runtime` in the overlapping windows `audiodeploy run` cuts, against eager and
+ONNX Runtime on the whole input at once (whose codes the windows need not all reproduce: the record counts those
+that differ).
+
+Writes benchmarks/results/<recipe>-<variant>-methods.json (`--name NAME`: NAME-methods.json, e.g. to keep another
+machine's record beside it). Take ratios on an idle machine.
 """
 
 from __future__ import annotations
@@ -25,6 +32,7 @@ import re
 import statistics
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +45,7 @@ from audiodeploy.bench.errors import BenchError
 from audiodeploy.bench.runtimes import OnnxExport, OnnxRuntime, first_output
 from audiodeploy.bench.timing import machine_info, restart_with_passive_openmp_threads, set_threads
 from audiodeploy.recipes.spec import LengthRange
+from audiodeploy.runtime.model import Codec
 from audiodeploy.runtime.program import Program
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -50,14 +59,26 @@ def main() -> None:
     parser.add_argument("--min-seconds", type=float, default=1.0)
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--name", help="names the result file: NAME-methods.json; default: RECIPE-VARIANT")
+    parser.add_argument(
+        "--window-seconds",
+        type=float,
+        help="build the program at this one length and run longer inputs in its windows, as `audiodeploy run` does",
+    )
     args = parser.parse_args()
     seconds = sorted(args.seconds or (1.0, 10.0))
     restart_with_passive_openmp_threads(sys.argv)
     threads = set_threads(args.threads)
     recipe = recipes.get(args.recipe)
-    if seconds[0] < args.min_seconds:
+    if args.window_seconds is not None:
+        if seconds[0] < args.window_seconds:
+            raise SystemExit(f"--seconds {seconds[0]:g} is shorter than --window-seconds {args.window_seconds:g}")
+        length_range = LengthRange.fixed(args.window_seconds)
+    elif seconds[0] < args.min_seconds:
         raise SystemExit(f"--seconds {seconds[0]:g} is below --min-seconds {args.min_seconds:g}: the program's range")
-    built = recipe.build(variant=args.variant, length_range=LengthRange(args.min_seconds, max(seconds)))
+    else:
+        length_range = LengthRange(args.min_seconds, max(seconds))
+    built = recipe.build(variant=args.variant, length_range=length_range)
     if built.decoder is None:
         raise SystemExit(f"{args.recipe} is not a codec: time it with `audiodeploy bench`")
     start = time.perf_counter()
@@ -70,6 +91,7 @@ def main() -> None:
         "machine": machine_info(threads),
         "lowering_s": round(time.perf_counter() - start, 1),
         "program_bytes": len(lowered.buffer),
+        "window_seconds": args.window_seconds,
         "methods": {
             name: {"delegates": m.delegates, "ops_outside_delegates": dict(m.ops_outside_delegates)}
             for name, m in lowered.report.methods.items()
@@ -77,18 +99,26 @@ def main() -> None:
         "cases": [],
     }
     program = Program(lowered.buffer, origin=f"{built.recipe} {built.variant}", trusted=True)
-    onnx = _OnnxSessions(built, threads)
+    codec = Codec(program, built.describe())
+    onnx = _OnnxSessions(built, threads, at_each_length=args.window_seconds is not None)
     for length_seconds in seconds:
+        windowed = built.input.length_for_seconds(length_seconds) > built.input.max_length
+        if windowed and (args.window_seconds is None or built.decoder.chunks is not None):
+            raise SystemExit(
+                f"--seconds {length_seconds:g} is longer than the program: give --window-seconds (a codec that runs "
+                "on its own chunks is timed on one)"
+            )
         # The longest length is the range's end, rounded down to whole frames (44.1 kHz DAC: 9.996 s for 10 s).
-        length = min(built.input.length_for_seconds(length_seconds), built.input.max_length)
-        waveform = built.input.random_inputs(length, seed=1)
+        length = built.input.length_for_seconds(length_seconds)
+        waveform = built.input.random_inputs(length if windowed else min(length, built.input.max_length), seed=1)
         with torch.no_grad():
             encoded = built.module(*waveform)
         # The codes, and a chunked codec's scale beside them (EnCodec at 48 kHz).
         codes = encoded if isinstance(encoded, tuple) else (encoded,)
         for method, module, inputs in (("encode", built.module, waveform), ("decode", built.decoder.module, codes)):
-            case = _timed(program, method, module, onnx.session(method, module, inputs), inputs, args.runs)
-            record["cases"].append({"seconds": length_seconds, "method": method, **case})
+            ours = _in_windows(codec, method, inputs) if windowed else _whole(program, method, inputs)
+            case = _timed(ours, module, onnx.session(method, module, inputs), inputs, args.runs)
+            record["cases"].append({"seconds": length_seconds, "method": method, "windowed": windowed, **case})
             versus = (
                 f"ONNX Runtime {case['onnxruntime_ms']:.1f} ms ({case['ratio']:.3f}x eager's, "
                 f"{case['onnxruntime_ratio']:.3f}x ONNX Runtime's)"
@@ -102,7 +132,7 @@ def main() -> None:
             )
     record["onnx_export"] = onnx.how
     record["onnxruntime"] = onnx.label
-    path = RESULTS / f"{built.recipe}-{built.variant}-methods.json"
+    path = RESULTS / f"{args.name or f'{built.recipe}-{built.variant}'}-methods.json"
     atomic_write_text(path, json.dumps(record, indent=2) + "\n")
     print(f"wrote {path}")
 
@@ -112,10 +142,14 @@ class _OnnxSessions:
     fails, its TorchScript exporter at each length (which can only help ONNX Runtime); where both fail, none (the
     reasons kept in `how`)."""
 
-    def __init__(self, built: recipes.BuiltModel, threads: int) -> None:
+    def __init__(self, built: recipes.BuiltModel, threads: int, *, at_each_length: bool) -> None:
         self.threads, self.label = threads, None
         self.dynamic: dict[str, OnnxRuntime] | None = None
         self.failures: list[str] = []
+        if at_each_length:
+            # A program of one window: the export at its length would refuse the longer inputs.
+            self.how = "torch.onnx.export(dynamo=False) at each length (the program takes one window)"
+            return
         try:
             self.dynamic = {name: self._loaded(*method, None) for name, method in built.methods.items()}
             self.how = "torch.onnx.export(dynamo=True), once, at a dynamic length"
@@ -154,12 +188,27 @@ def _reason(message: str) -> str:
     return plain.split("; leave onnxruntime")[0]
 
 
+def _whole(program: Program, method: str, inputs: tuple) -> Callable[[], torch.Tensor]:
+    return lambda: program.run(inputs, method)[0]
+
+
+def _in_windows(codec: Codec, method: str, inputs: tuple) -> Callable[[], torch.Tensor]:
+    """A method run as `audiodeploy run` runs it on a longer input: in the program's overlapping windows, through
+    `audiodeploy.runtime`, its output shaped as eager's."""
+    # The methods' codes are (batch, frames, codebooks); the runtime's, (codebooks, frames) as transformers gives them.
+    if method == "encode":
+        samples = inputs[0].numpy().reshape(-1)
+        return lambda: torch.from_numpy(codec.encode(samples, sample_rate=codec.spec.sample_rate).T.copy())
+    codes = inputs[0][0].numpy().T
+    return lambda: codec.decode(codes).samples
+
+
 def _timed(
-    program: Program, method: str, module: torch.nn.Module, onnx: OnnxRuntime | None, inputs: tuple, runs: int
+    ours: Callable[[], torch.Tensor], module: torch.nn.Module, onnx: OnnxRuntime | None, inputs: tuple, runs: int
 ) -> dict:
     """The runtimes alternated, a warm-up each first; the medians, their ratios, and how far each output is from
     eager's."""
-    runners = {"audiodeploy": lambda: program.run(inputs, method)[0], "eager": lambda: first_output(module(*inputs))}
+    runners = {"audiodeploy": ours, "eager": lambda: first_output(module(*inputs))}
     if onnx is not None:
         runners["onnxruntime"] = lambda: first_output(onnx.run(inputs))
     times: dict[str, list[float]] = {name: [] for name in runners}
@@ -188,6 +237,8 @@ def _timed(
 
 
 def _difference(actual: torch.Tensor, expected: torch.Tensor) -> str:
+    if actual.numel() == expected.numel():
+        actual = actual.reshape(expected.shape)
     if actual.dtype.is_floating_point:
         return f"max abs diff {float((actual - expected).abs().max()):.2e}"
     return f"{int((actual != expected).sum())} of {expected.numel()} codes differ"

@@ -425,8 +425,9 @@ def codec_summary(results: list[dict]) -> list[str]:
         "length, given the program audiodeploy's `torch.export` makes where the padding is computed from 0-d integer "
         "tensors (Mimi, EnCodec), else its TorchScript exporter at each length; run as `bench` runs ONNX Runtime), "
         "alternated, on the same input (decode: the codes eager gives for that audio). EnCodec's LSTM fixes its "
-        "program to one window (1 s), so its rows are at that length. The last columns compare each runtime's output "
-        "with eager's.",
+        "program to one window (1 s): a longer input runs through `audiodeploy.runtime` in the overlapping windows "
+        "`audiodeploy run` cuts (the input column says so), while eager and ONNX Runtime take it whole. The last "
+        "columns compare each runtime's output with eager's.",
         "",
         "| codec | method | input | measured on | delegates | audiodeploy | eager | ONNX Runtime | ours / eager "
         "| ours / ONNX Runtime | audiodeploy against eager | ONNX Runtime against eager |",
@@ -438,8 +439,9 @@ def codec_summary(results: list[dict]) -> list[str]:
             # Records from before the ONNX Runtime column have none.
             onnx_ms = f"{case['onnxruntime_ms']:,.0f} ms" if "onnxruntime_ms" in case else "–"
             onnx_ratio = f"{case['onnxruntime_ratio']:.3f}" if "onnxruntime_ratio" in case else "–"
+            windows = f", in {result['window_seconds']:g} s windows" if case.get("windowed") else ""
             lines.append(
-                f"| {result['recipe']} {result['variant']} | {case['method']} | {case['seconds']:g} s "
+                f"| {result['recipe']} {result['variant']} | {case['method']} | {case['seconds']:g} s{windows} "
                 f"| {result['machine']['date'][:10]}, {where} | {result['methods'][case['method']]['delegates']} "
                 f"| {case['audiodeploy_ms']:,.0f} ms | {case['eager_ms']:,.0f} ms "
                 f"| {onnx_ms} | {case['ratio']:.3f} | {onnx_ratio} | {case['difference']} "

@@ -182,6 +182,9 @@ def test_models_md_puts_each_codec_method_beside_eager_and_onnx_runtime():
         "| mimi 16khz | decode | 1 s | 2026-12-03, AMD EPYC, 2 thread(s) | 1 | 300 ms | 450 ms | – | 0.667 | – |"
         in markdown
     )
+    # A program of one window timed on a longer input says so.
+    windowed = records[0] | {"window_seconds": 1.0, "cases": [case | {"seconds": 10.0, "windowed": True}]}
+    assert "| dac 16khz | decode | 10 s, in 1 s windows | 2026-12-03" in load("generate_models_md").render([windowed])
 
 
 def test_models_md_puts_one_linear_layer_of_each_runtime_in_one_table():
