@@ -102,12 +102,9 @@ def main() -> None:
     codec = Codec(program, built.describe())
     onnx = _OnnxSessions(built, threads, at_each_length=args.window_seconds is not None)
     for length_seconds in seconds:
-        windowed = built.input.length_for_seconds(length_seconds) > built.input.max_length
-        if windowed and (args.window_seconds is None or built.decoder.chunks is not None):
-            raise SystemExit(
-                f"--seconds {length_seconds:g} is longer than the program: give --window-seconds (a codec that runs "
-                "on its own chunks is timed on one)"
-            )
+        windowed = args.window_seconds is not None and length_seconds > args.window_seconds
+        if windowed and built.decoder.chunks is not None:
+            raise SystemExit(f"{args.recipe} runs on its own chunks: time it on one, without --window-seconds")
         # The longest length is the range's end, rounded down to whole frames (44.1 kHz DAC: 9.996 s for 10 s).
         length = built.input.length_for_seconds(length_seconds)
         waveform = built.input.random_inputs(length if windowed else min(length, built.input.max_length), seed=1)
