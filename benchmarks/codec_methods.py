@@ -81,6 +81,8 @@ def main() -> None:
     built = recipe.build(variant=args.variant, length_range=length_range)
     if built.decoder is None:
         raise SystemExit(f"{args.recipe} is not a codec: time it with `audiodeploy bench`")
+    if args.window_seconds is not None and built.decoder.chunks is not None:
+        raise SystemExit(f"{args.recipe} runs on its own chunks: time it on one, without --window-seconds")
     start = time.perf_counter()
     lowered = audiodeploy.lower({name: audiodeploy.Method(*method) for name, method in built.methods.items()})
     record: dict = {
@@ -99,12 +101,10 @@ def main() -> None:
         "cases": [],
     }
     program = Program(lowered.buffer, origin=f"{built.recipe} {built.variant}", trusted=True)
-    codec = Codec(program, built.describe())
+    codec = Codec(program, built.describe()) if args.window_seconds is not None else None
     onnx = _OnnxSessions(built, threads, at_each_length=args.window_seconds is not None)
     for length_seconds in seconds:
-        windowed = args.window_seconds is not None and length_seconds > args.window_seconds
-        if windowed and built.decoder.chunks is not None:
-            raise SystemExit(f"{args.recipe} runs on its own chunks: time it on one, without --window-seconds")
+        windowed = codec is not None and length_seconds > args.window_seconds
         # The longest length is the range's end, rounded down to whole frames (44.1 kHz DAC: 9.996 s for 10 s).
         length = built.input.length_for_seconds(length_seconds)
         waveform = built.input.random_inputs(length if windowed else min(length, built.input.max_length), seed=1)
@@ -113,7 +113,11 @@ def main() -> None:
         # The codes, and a chunked codec's scale beside them (EnCodec at 48 kHz).
         codes = encoded if isinstance(encoded, tuple) else (encoded,)
         for method, module, inputs in (("encode", built.module, waveform), ("decode", built.decoder.module, codes)):
-            ours = _in_windows(codec, method, inputs) if windowed else _whole(program, method, inputs)
+            ours = (
+                _in_windows(codec, method, inputs)
+                if codec is not None and windowed
+                else _whole(program, method, inputs)
+            )
             case = _timed(ours, module, onnx.session(method, module, inputs), inputs, args.runs)
             record["cases"].append({"seconds": length_seconds, "method": method, "windowed": windowed, **case})
             versus = (
