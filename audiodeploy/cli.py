@@ -1133,6 +1133,11 @@ def _print_sidecar_summary(model: Path, buffer: bytes, program: Program | None) 
                     f"; {channels}chunks of {described.input.max_length / rate:g} s every "
                     f"{decoder.chunks.stride / rate:g} s, each chunk's codes{scale} in a .npz"
                 )
+            if described.carried is not None and decoder.carried is not None:
+                named += (
+                    f"; windows carry the model's state to the next, overlapping by {described.carried.lead} frames "
+                    f"(encode) and {decoder.carried.lead} (decode)"
+                )
         if described.text is not None:
             text = described.text
             named = (

@@ -15,8 +15,9 @@ that differ from eager's, the decoded waveform's largest difference, and the mac
 
 A codec whose program takes one length (EnCodec's LSTM is unrolled at it) is built at `--window-seconds`, and a
 longer input runs through `audiodeploy.runtime` in the overlapping windows `audiodeploy run` cuts, against eager and
-ONNX Runtime on the whole input at once (whose codes the windows need not all reproduce: the record counts those
-that differ).
+ONNX Runtime on the whole input at once: the model's own forward, where the program's methods carry the LSTM's
+state from window to window (those reproduce its codes; windows that start afresh need not: the record counts the
+codes that differ).
 
 Writes benchmarks/results/<recipe>-<variant>-methods.json (`--name NAME`: NAME-methods.json, e.g. to keep another
 machine's record beside it). Take ratios on an idle machine.
@@ -44,7 +45,7 @@ from audiodeploy._files import atomic_write_text
 from audiodeploy.bench.errors import BenchError
 from audiodeploy.bench.runtimes import OnnxExport, OnnxRuntime, first_output
 from audiodeploy.bench.timing import machine_info, restart_with_passive_openmp_threads, set_threads
-from audiodeploy.recipes.spec import LengthRange
+from audiodeploy.recipes.spec import LengthRange, fresh_state
 from audiodeploy.runtime.model import Codec
 from audiodeploy.runtime.program import Program
 
@@ -102,21 +103,29 @@ def main() -> None:
     }
     program = Program(lowered.buffer, origin=f"{built.recipe} {built.variant}", trusted=True)
     codec = Codec(program, built.describe()) if args.window_seconds is not None else None
-    onnx = _OnnxSessions(built, threads, at_each_length=args.window_seconds is not None)
+    # A method that carries a state from window to window is compared with the model's own run over the whole input.
+    encode_reference = built.long_run or built.module
+    decode_reference = built.decoder.long_run or built.decoder.module
+    at_each_length = args.window_seconds is not None or built.carried is not None
+    onnx = _OnnxSessions(built, threads, at_each_length=at_each_length)
     for length_seconds in seconds:
         windowed = codec is not None and length_seconds > args.window_seconds
         # The longest length is the range's end, rounded down to whole frames (44.1 kHz DAC: 9.996 s for 10 s).
         length = built.input.length_for_seconds(length_seconds)
         waveform = built.input.random_inputs(length if windowed else min(length, built.input.max_length), seed=1)
         with torch.no_grad():
-            encoded = built.module(*waveform)
+            encoded = encode_reference(*waveform)
         # The codes, and a chunked codec's scale beside them (EnCodec at 48 kHz).
         codes = encoded if isinstance(encoded, tuple) else (encoded,)
-        for method, module, inputs in (("encode", built.module, waveform), ("decode", built.decoder.module, codes)):
+        methods = (
+            ("encode", encode_reference, waveform, (*waveform, *fresh_state(built.carried))),
+            ("decode", decode_reference, codes, built.decoder.inputs_for(encoded)),
+        )
+        for method, module, inputs, program_inputs in methods:
             ours = (
                 _in_windows(codec, method, inputs)
                 if codec is not None and windowed
-                else _whole(program, method, inputs)
+                else _whole(program, method, program_inputs)
             )
             case = _timed(ours, module, onnx.session(method, module, inputs), inputs, args.runs)
             record["cases"].append({"seconds": length_seconds, "method": method, "windowed": windowed, **case})

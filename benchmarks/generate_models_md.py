@@ -425,9 +425,10 @@ def codec_summary(results: list[dict]) -> list[str]:
         "length, given the program audiodeploy's `torch.export` makes where the padding is computed from 0-d integer "
         "tensors (Mimi, EnCodec), else its TorchScript exporter at each length; run as `bench` runs ONNX Runtime), "
         "alternated, on the same input (decode: the codes eager gives for that audio). EnCodec's LSTM fixes its "
-        "program to one window (1 s): a longer input runs through `audiodeploy.runtime` in the overlapping windows "
-        "`audiodeploy run` cuts (the input column says so), while eager and ONNX Runtime take it whole. The last "
-        "columns compare each runtime's output with eager's.",
+        "program to one window (1 s): a longer input runs through `audiodeploy.runtime` in the windows `audiodeploy "
+        "run` cuts (the input column says so; at 24 kHz each carries the LSTM's state to the next), while eager and "
+        "ONNX Runtime run the model's own forward on the whole input. The last columns compare each runtime's output "
+        "with eager's.",
         "",
         "| codec | method | input | measured on | delegates | audiodeploy | eager | ONNX Runtime | ours / eager "
         "| ours / ONNX Runtime | audiodeploy against eager | ONNX Runtime against eager |",
@@ -451,6 +452,36 @@ def codec_summary(results: list[dict]) -> list[str]:
     for result in results:
         if result.get("onnx_export", "").startswith("not exported"):
             lines.append(f"- {result['recipe']} {result['variant']}: no ONNX Runtime column, {result['onnx_export']}.")
+    return lines + [""]
+
+
+def codec_int8_summary(results: list[dict]) -> list[str]:
+    """One row per codec of `benchmarks/codec_int8.py`."""
+    lines = [
+        "## Codecs and text to speech in int8 (`python benchmarks/codec_int8.py`)",
+        "",
+        "Each method of the codec's program lowered `int8-static`, calibrated on four speech-like signals (decode: "
+        "on the codes eager encode gives for them), against the fp32 eager model on two others: encode by the codes "
+        "that differ from fp32's, decode (on fp32's codes) by the waveform's SNR and log-mel distance (mean absolute "
+        "difference of natural-log mels); VITS' decode (latents to speech) calibrated on four unit-normal latents. "
+        "Synthetic weights: how int8 treats the architecture, not how a trained model sounds. These recipes export "
+        "fp32 (README, int8).",
+        "",
+        "| codec | input | measured on | codes that differ (encode) | decode SNR | decode log-mel distance |",
+        "|---|---|---|---|---|---|",
+    ]
+    for result in results:
+        cases = result["cases"]
+        differing = sum(c.get("codes_differing", 0) for c in cases)
+        total = sum(c.get("codes", 0) for c in cases)
+        codes = f"{differing} of {total} ({100 * differing / total:.0f}%)" if total else "– (no encode)"
+        snr = ", ".join(f"{c['decode_snr_db']:.1f}" for c in cases)
+        distance = ", ".join(f"{c['decode_log_mel_distance']:.3f}" for c in cases)
+        lines.append(
+            f"| {result['recipe']} {result['variant']} | {len(cases)} x {result['seconds']:g} s "
+            f"| {result['machine']['date'][:10]}, {result['machine']['processor']} "
+            f"| {codes} | {snr} dB | {distance} |"
+        )
     return lines + [""]
 
 
@@ -523,6 +554,9 @@ def render(results: list[dict] | None = None) -> str:
     codecs = [r for r in results if r.get("benchmark") == "codec-methods"]
     if codecs:
         lines += codec_summary(codecs)
+    codecs_int8 = [r for r in results if r.get("benchmark") == "codec-int8"]
+    if codecs_int8:
+        lines += codec_int8_summary(codecs_int8)
     voices = [r for r in results if r.get("benchmark") == "tts"]
     if voices:
         lines += tts_summary(voices)

@@ -31,6 +31,7 @@ from .spec import (
     BuiltModel,
     InputSpec,
     LengthRange,
+    fresh_state,
     waveform_input,
 )
 
@@ -73,6 +74,11 @@ class CodecRecipe(Recipe[ArchitectureT]):
     def export_modules(self, model: PreTrainedModel, codebooks: int) -> tuple[nn.Module, nn.Module]:
         """The ``encode`` (to `codebooks` codebooks) and ``decode`` wrappers of `model`."""
 
+    def long_run_modules(self, model: PreTrainedModel, codebooks: int) -> tuple[nn.Module, nn.Module] | None:
+        """The model's own encode and decode over a whole input, when `export_modules` carry a state from window
+        to window instead (the eager reference their windows reproduce); None (the default) otherwise."""
+        return None
+
     def synthetic_init(self, model: PreTrainedModel) -> None:
         """Redraw what transformers' initialization leaves silent, from the global RNG: every convolution
         (`audible_synthetic_init`; std 0.02 gives a near-silent decoder, against which the tolerance would say
@@ -98,6 +104,8 @@ class CodecRecipe(Recipe[ArchitectureT]):
 
     def _build(self, request: BuildRequest[ArchitectureT]) -> BuiltModel:
         import torch
+
+        from ._carried_state import carried_state
 
         model_class = transformers_class(self.transformers_model_class_name)
         model, provenance = synthetic_or_loaded(
@@ -127,6 +135,18 @@ class CodecRecipe(Recipe[ArchitectureT]):
         spec = waveform_input(rate, hop, request.length_range, int(getattr(config, "audio_channels", 1)))
         encode, decode = self.export_modules(model.eval(), codebooks)
         built = self._package(request, encode, spec, provenance, notes)
+        encode_carried, decode_carried = carried_state(encode), carried_state(decode)
+        long_run = self.long_run_modules(model, codebooks)
+        if encode_carried is not None:
+            # Its windows overlap by the method's lead, which the runtime reads from the carried state.
+            built = dataclasses.replace(
+                built,
+                example_inputs=(*built.example_inputs, *fresh_state(encode_carried)),
+                dynamic_shapes=(*built.dynamic_shapes, *({},) * len(encode_carried.input_shapes)),
+                carried=encode_carried,
+                window_overlap=None,
+                long_run=None if long_run is None else long_run[0].eval(),
+            )
         codes = InputSpec(
             kind="codes",
             layout=("batch", "frames", "codebooks"),
@@ -139,13 +159,16 @@ class CodecRecipe(Recipe[ArchitectureT]):
         )
         example_codes = codes.random_inputs(codes.example_length, request.seed, codebook_size)
         scaled = chunks is not None and chunks[0].scaled
+        # A scaled decoder also takes the chunk's loudness (a speech level), a carried one its first window's state.
+        after = (torch.full((1, 1), 0.1),) if scaled else fresh_state(decode_carried)
         decoder = BuiltDecoder(
             module=decode.eval(),
-            # A scaled decoder also takes the chunk's loudness: a speech level.
-            example_inputs=(*example_codes, torch.full((1, 1), 0.1)) if scaled else example_codes,
-            dynamic_shapes=(*codes.dynamic_shapes(), {}) if scaled else codes.dynamic_shapes(),
+            example_inputs=(*example_codes, *after),
+            dynamic_shapes=(*codes.dynamic_shapes(), *({},) * len(after)),
             input=codes,
             codebook_size=codebook_size,
             chunks=None if chunks is None else chunks[0],
+            carried=decode_carried,
+            long_run=None if long_run is None else long_run[1].eval(),
         )
         return dataclasses.replace(built, decoder=decoder)

@@ -4,8 +4,11 @@ transformers' `EncodecModel` (one program, an ``encode`` and a ``decode`` method
 At 24 kHz every convolution's weight is computed by `weight_norm`, which the lowering core folds. Its LSTM fixes
 the length: `torch.export` unrolls an `nn.LSTM` at the example's length, so a program takes one window
 (`--seconds`, 1 s by default) and `run` cuts longer audio into windows of it. The LSTM remembers the whole past,
-which a window cuts: windows overlap by 60% by default (`window_overlap`), and a code near a window's start can
-still differ from one long eager run's.
+which a window would cut, and the model is causal, so each method carries the LSTM's state from one window to the
+next (`_carried_state`): windows overlap by 8 frames (what the convolutions reach back), and give one long run's
+codes and audio. A checkpoint whose convolutions are not causal (and that has no chunks) starts its LSTMs afresh
+in each window instead: windows overlap by 60% (`window_overlap`), and a code near a window's start can still
+differ from one long run's.
 
 At 48 kHz the model runs on its own chunks (1 s long, overlapping by 10 ms: `chunk_length_s`, `overlap`), each
 normalized by its loudness, whose scale travels with the codes; its convolutions are group-normalized, not weight-
@@ -32,7 +35,7 @@ from .spec import LengthRange, Variant, tiny_variant
 
 if TYPE_CHECKING:
     from torch import nn
-    from transformers import EncodecConfig, PretrainedConfig, PreTrainedModel
+    from transformers import EncodecConfig, EncodecModel, PretrainedConfig, PreTrainedModel
 
 
 @dataclass(frozen=True)
@@ -123,9 +126,9 @@ class EncodecRecipe(CodecRecipe[EncodecArchitecture]):
     )
     sample_rate = 24_000
     default_length_range = LengthRange.fixed(1.0)
-    # Each window starts its LSTMs afresh: windows overlap by 60%, 30% of a window of warm-up before what is kept
-    # (the tiny model at 0.5 s windows: 2 codes in 494 differ from one long run, decode at 51 dB; a fifth's overlap,
-    # the runtime's default, gave 22 codes and 13 dB).
+    # Where each window starts its LSTMs afresh (a checkpoint with convolutions that are not causal): windows overlap
+    # by 60%, 30% of a window of warm-up before what is kept (the tiny model at 0.5 s windows: 2 codes in 494 differ
+    # from one long run, decode at 51 dB; a fifth's overlap, the runtime's default, gave 22 codes and 13 dB).
     window_overlap = 0.6
     transformers_model_type = "encodec"
     transformers_model_class_name = "EncodecModel"
@@ -191,13 +194,30 @@ class EncodecRecipe(CodecRecipe[EncodecArchitecture]):
             )
 
     def export_modules(self, model: PreTrainedModel, codebooks: int) -> tuple[nn.Module, nn.Module]:
-        from ._modules import EncodecDecode, EncodecDecodeChunk, EncodecEncode, EncodecEncodeChunk
+        from ._carried_state import EncodecDecodeCarried, EncodecEncodeCarried
+        from ._modules import EncodecDecodeChunk, EncodecEncodeChunk
 
         config = cast("EncodecConfig", model.config)
         bandwidth = codebooks * _bits_per_codebook_second(config) / 1000
         if config.chunk_length is not None:
             return EncodecEncodeChunk(model, bandwidth), EncodecDecodeChunk(model)
-        return EncodecEncode(model, bandwidth), EncodecDecode(model)
+        if config.use_causal_conv:
+            return EncodecEncodeCarried(model, bandwidth), EncodecDecodeCarried(model)
+        # Its convolutions also look ahead, past a window's end: each window starts its LSTMs afresh.
+        return _whole_input_modules(model, bandwidth)
+
+    def long_run_modules(self, model: PreTrainedModel, codebooks: int) -> tuple[nn.Module, nn.Module] | None:
+        config = cast("EncodecConfig", model.config)
+        if config.chunk_length is not None or not config.use_causal_conv:
+            return None
+        return _whole_input_modules(model, codebooks * _bits_per_codebook_second(config) / 1000)
+
+
+def _whole_input_modules(model: PreTrainedModel, bandwidth: float) -> tuple[nn.Module, nn.Module]:
+    """transformers' own encode (at `bandwidth` kbps) and decode of a whole input."""
+    from ._modules import EncodecDecode, EncodecEncode
+
+    return EncodecEncode(cast("EncodecModel", model), bandwidth), EncodecDecode(cast("EncodecModel", model))
 
 
 def _bits_per_codebook_second(config: EncodecConfig) -> float:

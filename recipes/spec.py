@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Generic, Protocol, Self, TypeVar
 from audiodeploy.program.description import (
     DECODE_METHOD,
     ENCODE_METHOD,
+    CarriedState,
     CodecChunks,
     CodecDecoder,
     ProgramDescription,
@@ -257,6 +258,18 @@ class BuiltDecoder:
     codebook_size: int
     chunks: CodecChunks | None = None
     """The model's own chunks, when it runs on them (EnCodec at 48 kHz); None: windows."""
+    carried: CarriedState | None = None
+    """The state the method carries from window to window (its last inputs and outputs), when it does."""
+    long_run: torch.nn.Module | None = None
+    """A carried method's eager reference: the model's own decode over all the codes at once (codes in, waveform
+    out), which the windows reproduce; None where `module` is that."""
+
+    def inputs_for(self, encoded: torch.Tensor | tuple[torch.Tensor, ...]) -> tuple[torch.Tensor, ...]:
+        """The method's inputs for what the codec's encode module gave: the codes (and a chunk's scale), as `run`
+        reads them from a file, and a first window's carried state."""
+        outputs = encoded if isinstance(encoded, tuple) else (encoded,)
+        codes = outputs[: 2 if self.chunks is not None and self.chunks.scaled else 1]
+        return (*(t.contiguous() for t in codes), *fresh_state(self.carried))
 
 
 @dataclass(frozen=True)
@@ -310,6 +323,11 @@ class BuiltModel:
     """The share of a window the runtime overlaps windows by, by default (`Recipe.window_overlap`)."""
     text_encoder: BuiltTextEncoder | None = None
     """A text-to-speech model's ``encode`` method; `module` is then its ``decode`` (see `methods`)."""
+    carried: CarriedState | None = None
+    """The state `module` carries from window to window (its last inputs and outputs), when it does."""
+    long_run: torch.nn.Module | None = None
+    """A carried method's eager reference: the model's own forward over the whole input (`input` in, the main
+    output out), which the windows reproduce; None where `module` is that."""
 
     @property
     def method(self) -> str:
@@ -334,8 +352,9 @@ class BuiltModel:
         return self.input.sample_rate
 
     def random_inputs(self, length: int, seed: int = 0) -> tuple[torch.Tensor, ...]:
-        """Seeded random inputs of `length` steps (samples or frames), for tests and benchmarks."""
-        return self.input.random_inputs(length, seed)
+        """Seeded random inputs of `length` steps (samples or frames), for tests and benchmarks; a first window's
+        carried state after them, when the method carries one."""
+        return (*self.input.random_inputs(length, seed), *fresh_state(self.carried))
 
     def describe(self, max_abs_diff_vs_eager: Mapping[str, float] | None = None) -> ProgramDescription:
         """The program's description, as its sidecar holds it; `max_abs_diff_vs_eager` is each method's largest
@@ -348,6 +367,7 @@ class BuiltModel:
                 codebook_size=self.decoder.codebook_size,
                 max_abs_diff_vs_eager=differences.get(DECODE_METHOD),
                 chunks=self.decoder.chunks,
+                carried=self.decoder.carried,
             )
         return ProgramDescription(
             recipe=self.recipe,
@@ -367,7 +387,17 @@ class BuiltModel:
             max_abs_diff_vs_eager=differences.get(self.method),
             decoder=decoder,
             window_overlap=self.window_overlap,
+            carried=self.carried,
             text=None
             if self.text_encoder is None
             else replace(self.text_encoder.text, max_abs_diff_vs_eager=differences.get(ENCODE_METHOD)),
         )
+
+
+def fresh_state(carried: CarriedState | None) -> tuple[torch.Tensor, ...]:
+    """A first window's carried state (`CarriedState`): zeros, and a resume flag of 0; nothing without one."""
+    import torch
+
+    if carried is None:
+        return ()
+    return tuple(torch.zeros(shape) for shape in carried.input_shapes)

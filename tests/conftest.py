@@ -56,6 +56,12 @@ def chunked_codec_model() -> Path:
 
 
 @pytest.fixture(scope="session")
+def carried_codec_model() -> Path:
+    # EnCodec at 24 kHz at test size, in windows of 0.5 s: both methods carry the LSTM's state (45 s of CPU to lower).
+    return _exported("e24", "encodec", "--variant", "tiny", "--seconds", "0.5")
+
+
+@pytest.fixture(scope="session")
 def tts_model() -> Path:
     """The vits recipe from a tiny voice of three speakers this run writes (`tests.vits_checkpoint`, in
     ``checkpoint/`` beside the program), exported as a user would: ``export vits --weights DIR``. Several speakers,
@@ -81,6 +87,7 @@ _SLOW_FIXTURES = frozenset(
         "asr_model",
         "vocoder_model",
         "codec_model",
+        "carried_codec_model",
         "tts_model",
         "tiny_wav2vec2_bench",
         "quantized_encoder",

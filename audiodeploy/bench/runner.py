@@ -205,9 +205,9 @@ def _recipe_case(built: BuiltModel, method: _MeasuredMethod, seconds: float, see
     inputs = built.random_inputs(length, seed=seed + 1)
     with torch.no_grad():
         if method.decodes_codes:
-            # As `run` reads them from a file: the codes, and a chunked codec's scale beside them.
-            encoded = built.module(*inputs)
-            inputs = tuple(t.contiguous() for t in (encoded if isinstance(encoded, tuple) else (encoded,)))
+            # As `run` reads them from a file: the codes, and a chunked codec's scale beside them (or a carried state).
+            assert built.decoder is not None  # a method that decodes codes is a codec's decode
+            inputs = built.decoder.inputs_for(built.module(*inputs))
             length = int(inputs[0].shape[method.input.length_axis])
         expected = EagerRuntime(method.module).run(inputs)
     ctc = built.output.kind == "ctc-logits"

@@ -102,6 +102,54 @@ class CodecChunks(Record):
 
 
 @dataclass(frozen=True, kw_only=True)
+class CarriedState(Record):
+    """A method that carries a recurrent state from one window to the next (EnCodec's LSTM), so that windows
+    overlap only by what its convolutions reach back, and give what one long run of the input gives.
+
+    Beside its other inputs, the method takes each state (float32 `(layers, 1, size)`, one per `shapes` entry) and a
+    float32 `(1, 1)` resume flag; beside its main output it gives each state after every step of the window, float32
+    `(layers, steps, size)`, a step being one unit of the window (a frame). Resumed (flag 1), it replaces its own
+    state by the one given at step `resume_step`: when that is the state one long run has there (the previous
+    window's, after the step before), the window's outputs from step `lead` on are the long run's. Not resumed
+    (flag 0, the first window), it starts afresh at the window's start, as the long run does at the input's.
+    Every model carried so far is causal: a window's outputs are exact up to its end."""
+
+    shapes: tuple[tuple[int, int], ...]
+    """`(layers, size)` of each state, in the order the method takes them (an LSTM's `h`, then `c`)."""
+    resume_step: int
+    lead: int
+
+    def __post_init__(self) -> None:
+        if not self.shapes or any(len(s) != 2 or min(s) < 1 for s in self.shapes):
+            raise ValueError("field 'carried.shapes' should list each state's (layers, size), both at least 1")
+        if not 0 <= self.resume_step <= self.lead:
+            raise ValueError("field 'carried.resume_step' should be at least 0 and at most 'carried.lead'")
+
+    @property
+    def input_shapes(self) -> list[tuple[int, ...]]:
+        """The shapes of the inputs the carried state adds: the states, then the resume flag. The first window
+        gives zeros for all of them."""
+        return [(layers, 1, size) for layers, size in self.shapes] + [(1, 1)]
+
+    def checked_inputs(
+        self, inputs: Sequence[TensorShape], outputs: Sequence[TensorShape], method: str, origin: str
+    ) -> Sequence[TensorShape]:
+        """`inputs` less the carried state's, after raising `DescriptionError` unless `method` ends its inputs with
+        the states and the flag and its outputs with the states at every step."""
+        expected = self.input_shapes
+        carried = inputs[max(0, len(inputs) - len(expected)) :]
+        declared = [tuple(i.sizes) for i in carried]
+        if declared != expected or any("float32" not in str(i.dtype) for i in carried):
+            raise _mismatch(
+                origin, f"its {method} method ends with inputs {declared}, the sidecar describes {expected}"
+            )
+        gives = [tuple(o.sizes) for o in outputs[max(0, len(outputs) - len(self.shapes)) :]]
+        if [(sizes[0], sizes[-1]) for sizes in gives if len(sizes) == 3] != list(self.shapes):
+            raise _mismatch(origin, f"its {method} method does not give the states {list(self.shapes)} at each step")
+        return inputs[: len(inputs) - len(carried)]
+
+
+@dataclass(frozen=True, kw_only=True)
 class CodecDecoder(Record):
     """A codec program's ``decode`` method: its codes in (`input`, kind 'codes'), a waveform at the description's
     sample rate out, `input.samples_per_step` samples per frame of codes."""
@@ -114,6 +162,8 @@ class CodecDecoder(Record):
     was compared."""
     chunks: CodecChunks | None = field(default=None, metadata=OMITTED_WHEN_NONE)
     """The model's own chunks (`CodecChunks`); None: the runtime cuts long inputs into overlapping windows."""
+    carried: CarriedState | None = field(default=None, metadata=OMITTED_WHEN_NONE)
+    """The state ``decode`` carries from window to window (`CarriedState`); None: each window starts afresh."""
 
     def __post_init__(self) -> None:
         if self.input.kind != "codes" or self.input.feature_size is None:
@@ -122,6 +172,8 @@ class CodecDecoder(Record):
             raise ValueError("field 'decoder.codebook_size' should be at least 1")
         if self.chunks is not None and not self.input.is_static:
             raise ValueError("field 'decoder.chunks' is for a decoder of one chunk's codes, a fixed length")
+        if self.chunks is not None and self.carried is not None:
+            raise ValueError("a codec's 'decoder' runs on its model's chunks or carries a state, not both")
 
     @property
     def codebooks(self) -> int:
@@ -169,6 +221,8 @@ class ProgramDescription(Record):
     text: TextToSpeech | None = field(default=None, metadata=OMITTED_WHEN_NONE)
     """A text-to-speech program's ``encode`` method and front end (its ``decode`` method is `input` to `output`);
     None for other programs."""
+    carried: CarriedState | None = field(default=None, metadata=OMITTED_WHEN_NONE)
+    """The state `method` carries from window to window (`CarriedState`); None: each window starts afresh."""
 
     def __post_init__(self) -> None:
         if self.sample_rate != self.input.sample_rate:
@@ -202,6 +256,11 @@ class ProgramDescription(Record):
             raise ValueError("field 'text.flow_size' should be the channels of the latents 'input' takes")
         if self.window_overlap is not None and not 0 <= self.window_overlap < 1:
             raise ValueError("field 'window_overlap' should be a share of a window, at least 0 and below 1")
+        if self.carried is not None and (self.window_overlap is not None or not self.input.is_static):
+            raise ValueError(
+                "field 'carried' is for a fixed-length 'input' whose windows overlap by its 'lead', not by "
+                "'window_overlap'"
+            )
         if (self.input.kind == "fbank") != (self.fbank is not None):
             raise ValueError("field 'fbank' is for programs with a 'fbank' input, and they need it")
         if self.fbank is not None and (
@@ -267,8 +326,10 @@ class ProgramDescription(Record):
 
     def _check_decoder(self, inputs: Sequence[TensorShape], outputs: Sequence[TensorShape], origin: str) -> None:
         assert self.decoder is not None
-        spec, scaled = self.decoder.input, self.decoder.scaled
+        spec, scaled, carried = self.decoder.input, self.decoder.scaled, self.decoder.carried
         expected = spec.shape(spec.max_length)
+        if carried is not None:
+            inputs = carried.checked_inputs(inputs, outputs, DECODE_METHOD, origin)
         if (
             len(inputs) != 1 + scaled
             or "int64" not in str(inputs[0].dtype)
@@ -290,6 +351,8 @@ class ProgramDescription(Record):
         def mismatch(what: str) -> DescriptionError:
             return _mismatch(origin, what)
 
+        if self.carried is not None:
+            inputs = self.carried.checked_inputs(inputs, outputs, self.method, origin)
         speaker_inputs = self.text.speaker_inputs if self.text is not None else 0
         if len(inputs) != 1 + speaker_inputs:
             raise mismatch(f"the program takes {len(inputs)} inputs, the sidecar describes {1 + speaker_inputs}")

@@ -42,6 +42,7 @@ from audiodeploy.program.codes import ChunkedCodes, LinearOverlapAdd
 from audiodeploy.program.description import (
     DECODE_METHOD,
     ENCODE_METHOD,
+    CarriedState,
     CodecDecoder,
     DescriptionError,
     ProgramDescription,
@@ -82,9 +83,12 @@ def _whole_units(units: float, rounding: Callable[[float], int]) -> int:
     return nearest if abs(units - nearest) < 1e-6 else rounding(units)
 
 
-def _overlap_problem(seconds: float, overlap: int, window: int, tail: int, unit_seconds: float) -> str:
+def _overlap_problem(
+    seconds: float, overlap: int, window: int, tail: int, unit_seconds: float, why: str | None = None
+) -> str:
     """Why `overlap` units (the `seconds` asked, rounded up to whole units) cannot join windows of `window`
-    units: the range it must be in, in seconds a user can type back (the bounds rounded inwards to the ms)."""
+    units: the range it must be in, in seconds a user can type back (the bounds rounded inwards to the ms). `tail`:
+    the least overlap, because `why` (by default: a window gives that many output units fewer than it takes)."""
     whole = f"{window * unit_seconds:.4g} s"
     frame = f"{unit_seconds * 1000:.3g} ms"
     if window - 1 < tail:
@@ -97,7 +101,8 @@ def _overlap_problem(seconds: float, overlap: int, window: int, tail: int, unit_
     counted = overlap * unit_seconds
     rounded = "" if abs(counted - seconds) < 5e-4 else f" ({seconds:g} s is {counted:.4g} s)"
     # The program's output is `tail` frames shorter than its input: neighbours must share those to leave no gap.
-    least = f"at least {tail} (a window gives {tail} frame(s) fewer than it takes) and " if tail else ""
+    why = why or f"a window gives {tail} frame(s) fewer than it takes"
+    least = f"at least {tail} ({why}) and " if tail else ""
     return (
         f"an overlap of {seconds:g} s does not fit windows of {whole}: it counts whole {frame} frames{rounded} and "
         f"must be {least}less than the window: give {low:g} to {high:g} s"
@@ -217,6 +222,11 @@ class _Windowed(Model):
     def spec(self) -> InputSpec:
         return self.description.input
 
+    @property
+    def carried(self) -> CarriedState | None:
+        """The state the method carries from window to window, when it does."""
+        return self.description.carried
+
     def plan(
         self, total_steps: int, window_seconds: float | None, overlap_seconds: float | None, tail: int = 0
     ) -> WindowPlan:
@@ -236,34 +246,69 @@ class _Windowed(Model):
                     f"a window of {window_seconds:g} s does not fit this program, which takes {span}: "
                     "give a window in that range"
                 )
-        if overlap_seconds is None:
+        # A carried state leaves windows to overlap by no more than the method's lead: what its convolutions reach.
+        lead = None if self.carried is None else self.carried.lead
+        least = tail if lead is None else max(tail, lead)
+        why = None if lead is None else "what the program's convolutions reach back before it carries its state"
+        if overlap_seconds is None and lead is not None:
+            overlap = least
+        elif overlap_seconds is None:
             share = self.description.window_overlap
             overlap = max(tail, math.floor(window * (DEFAULT_OVERLAP_FRACTION if share is None else share)))
         else:
             if not (math.isfinite(overlap_seconds) and overlap_seconds >= 0):
                 raise WindowOptionError(f"an overlap of {overlap_seconds} s is not a duration; give seconds >= 0")
             overlap = _whole_units(overlap_seconds * steps_per_second / unit, math.ceil)
-            if not tail <= overlap < window:
-                raise WindowOptionError(
-                    _overlap_problem(overlap_seconds, overlap, window, tail, unit / steps_per_second)
-                )
-        return plan_windows(-(-total_steps // unit), window, overlap, min_units, tail)
+        if not least <= overlap < window:
+            asked = overlap * unit / steps_per_second if overlap_seconds is None else overlap_seconds
+            raise WindowOptionError(_overlap_problem(asked, overlap, window, least, unit / steps_per_second, why))
+        return plan_windows(-(-total_steps // unit), window, overlap, min_units, tail, lead)
 
     def _each_window(self, plan: WindowPlan, progress: bool, what: str) -> Iterator[Window]:
         return _with_progress(plan.windows, progress, what, "windows")
 
-    def _run_window(self, batch: np.ndarray, after: tuple[np.ndarray, ...] = ()) -> np.ndarray:
-        """The method on one window, `after` its further inputs (a speaker's index)."""
+    def _run_window(
+        self, batch: np.ndarray, after: tuple[np.ndarray, ...] = (), state: tuple[np.ndarray, ...] | None = None
+    ) -> list[np.ndarray]:
+        """The method's outputs on one window, `after` its further inputs (a speaker's index), then the `state` it
+        carries in (a first window's when None)."""
         import torch
 
-        output = self.program.run(tuple(torch.from_numpy(a) for a in (batch, *after)), self.method)[0]
-        result = output.detach().numpy()
-        if not np.isfinite(result).all():
+        if self.carried is not None and state is None:
+            state = tuple(np.zeros(shape, dtype=np.float32) for shape in self.carried.input_shapes)
+        inputs = (batch, *after, *(state or ()))
+        outputs = [
+            o.detach().numpy() for o in self.program.run(tuple(torch.from_numpy(a) for a in inputs), self.method)
+        ]
+        if not all(np.isfinite(o).all() for o in outputs):
             raise AudioInputError(
                 f"{self.program.origin}: the program's output is not finite on this input; "
                 "check the input's scale (a vocoder takes the mel its recipe computes)"
             )
-        return result
+        return outputs
+
+    def _window_runs(self, after: tuple[np.ndarray, ...] = ()) -> Callable[[Window, np.ndarray], np.ndarray]:
+        """A function that runs the method on each window of a plan in turn, `after` its further inputs, and gives
+        its main output; it carries the state from each window to the next when the method carries one."""
+        carried = self.carried
+        if carried is None:
+            return lambda window, batch: self._run_window(batch, after)[0]
+        before: tuple[int, list[np.ndarray]] | None = None  # the window before: its start, its states at each step
+
+        def run(window: Window, batch: np.ndarray) -> np.ndarray:
+            nonlocal before
+            state = None
+            if before is not None:
+                # The state the window before had after the step just before this window's resume step.
+                start, states = before
+                step = window.start + carried.resume_step - 1 - start
+                resume = np.ones((1, 1), dtype=np.float32)
+                state = (*(np.ascontiguousarray(s[:, step : step + 1]) for s in states), resume)
+            outputs = self._run_window(batch, after, state)
+            before = (window.start, outputs[len(outputs) - len(carried.shapes) :])
+            return outputs[0]
+
+        return run
 
 
 class _WaveformEncoder(_Windowed):
@@ -285,7 +330,7 @@ class _WaveformEncoder(_Windowed):
             if len(self.description.output.layout) < 3:  # no frames axis
                 self._tail = 0
             else:
-                frames = self._run_window(np.zeros(spec.shape(spec.min_length), dtype=np.float32)).shape[1]
+                frames = self._run_window(np.zeros(spec.shape(spec.min_length), dtype=np.float32))[0].shape[1]
                 self._tail = max(0, spec.min_length // self.unit - frames)
         return self._tail
 
@@ -306,6 +351,7 @@ class _WaveformEncoder(_Windowed):
         try:
             total = source.total if spec.kind != "fbank" else self._fbank_rows(source.total, source.origin)
             plan = self.plan(total, window_seconds, overlap_seconds, self.tail)
+            run = self._window_runs()
             for window in self._each_window(plan, progress, what):
                 first = window.start * unit
                 stop = min(first + window.units * unit, total)
@@ -321,7 +367,7 @@ class _WaveformEncoder(_Windowed):
                     batch[0, rows.shape[0] :] = rows.mean(axis=0)
                 else:
                     batch[0, : stop - first] = source.read(first, stop)
-                emit(window, self._run_window(batch)[0])
+                emit(window, run(window, batch)[0])
         finally:
             if isinstance(source, AudioFile):
                 source.close()
@@ -597,11 +643,12 @@ class Vocoder(_Windowed):
         mel, close = self._mel_source(source, sample_rate)
         try:
             plan = self.plan(mel.total, window_seconds, overlap_seconds)
+            run = self._window_runs(after)
             for window in self._each_window(plan, progress, "vocoding"):
                 batch = np.zeros(spec.shape(window.units), dtype=self.frame_dtype)
                 frames = mel.read(window.start, window.start + window.valid)
                 batch[0, : frames.shape[0]] = frames
-                waveform = self._run_window(batch, after).reshape(-1)
+                waveform = run(window, batch).reshape(-1)
                 if waveform.size < window.keep_stop * hop:
                     raise AudioInputError(
                         f"{self.program.origin}: the program gave {waveform.size} samples for {window.units} frames, "
@@ -739,6 +786,10 @@ class _CodesDecoder(Vocoder):
     @property
     def spec(self) -> InputSpec:
         return self.decoder.input
+
+    @property
+    def carried(self) -> CarriedState | None:
+        return self.decoder.carried
 
     def _mel_source(self, source: object, sample_rate: int | None) -> tuple[_MelSource, Callable[[], None]]:
         if isinstance(source, (str, os.PathLike)):

@@ -187,6 +187,30 @@ def test_models_md_puts_each_codec_method_beside_eager_and_onnx_runtime():
     assert "| dac 16khz | decode | 10 s, in 1 s windows | 2026-12-03" in load("generate_models_md").render([windowed])
 
 
+def test_models_md_puts_codec_int8_fidelity_in_one_table_with_the_codes_that_moved():
+    machine = {"date": "2026-12-07T15:00:00+00:00", "processor": "Intel(R) Xeon(R) Processor", "threads": 2}
+    codec = {
+        "benchmark": "codec-int8", "recipe": "mimi", "variant": "8-codebooks", "seconds": 2.5, "machine": machine,
+        "cases": [
+            {"seed": 10, "codes_differing": 27, "codes": 256, "decode_snr_db": 24.89, "decode_log_mel_distance": 0.0411},
+            {"seed": 11, "codes_differing": 39, "codes": 256, "decode_snr_db": 24.91, "decode_log_mel_distance": 0.0412},
+        ],
+    }  # fmt: skip
+    voice = codec | {"recipe": "vits", "variant": "mms-tts", "seconds": 1.0, "cases": [
+        {"seed": 10, "decode_snr_db": 25.7, "decode_log_mel_distance": 0.0604},
+    ]}  # fmt: skip
+    markdown = load("generate_models_md").render([codec, voice])
+    assert markdown.count("## Codecs and text to speech in int8") == 1
+    assert (
+        "| mimi 8-codebooks | 2 x 2.5 s | 2026-12-07, Intel(R) Xeon(R) Processor | 66 of 512 (13%) | 24.9, 24.9 dB "
+        "| 0.041, 0.041 |" in markdown
+    )
+    assert (
+        "| vits mms-tts | 1 x 1 s | 2026-12-07, Intel(R) Xeon(R) Processor | – (no encode) | 25.7 dB | 0.060 |"
+        in markdown
+    )
+
+
 def test_models_md_puts_one_linear_layer_of_each_runtime_in_one_table():
     machine = {
         "date": "2026-12-07T03:16:54+00:00", "processor": "Intel(R) Xeon(R) Processor", "machine": "x86_64",

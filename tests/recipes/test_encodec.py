@@ -1,9 +1,7 @@
-"""The `encodec` recipe built, not lowered: one window's encode and decode modules, its bandwidths, its fixed length,
-and a checkpoint in transformers' `save_pretrained` layout; at 48 kHz, one of the model's own stereo chunks and its
-scale. (At 24 kHz its two methods lower to one delegate each at one window, every weight-normed convolution folded:
-measured by hand when it was added, as benchmarks/bring_your_own_model.py measures transformers' EncodecModel; a
-codec's command line and runtime are tested on `dac` in tests/test_cli_codec.py, the 48 kHz program lowered and run
-in tests/test_cli_chunked_codec.py.)"""
+"""The `encodec` recipe built, not lowered: one window's encode and decode modules, which carry the LSTM's state
+from window to window, its bandwidths, its fixed length, and a checkpoint in transformers' `save_pretrained`
+layout; at 48 kHz, one of the model's own stereo chunks and its scale. (The 24 kHz program lowered and run in windows
+is tested in tests/test_cli_carried_codec.py, the 48 kHz one in tests/test_cli_chunked_codec.py.)"""
 
 from __future__ import annotations
 
@@ -26,15 +24,44 @@ def built():
 def test_tiny_encodes_one_window_to_codes_and_decodes_them_to_as_many_samples(built):
     assert (built.input.min_length, built.input.max_length, built.input.length_multiple) == (12_160, 12_160, HOP)
     with torch.no_grad():
-        codes = built.module(built.example_inputs[0])
-        audio = built.decoder.module(codes)
+        codes, h, c = built.module(*built.example_inputs)
+        audio = built.decoder.module(*built.decoder.inputs_for(codes))[0]
+        # A first window (no state carried in) is transformers' own run over it.
+        assert torch.equal(codes, built.long_run(built.example_inputs[0]))
+        assert torch.allclose(audio, built.decoder.long_run(codes), atol=1e-5)
     assert codes.shape == (1, 38, 2) and codes.dtype == torch.int64
+    assert h.shape == c.shape == (1, 38, 128)  # the LSTM's state after each frame
     # The synthetic codebooks are drawn (transformers starts them at zero: every code would be 0, every frame silent).
     assert codes.unique().numel() > 4
     assert audio.shape == (1, 38 * HOP) and audio.std() > 0.05
     assert built.decoder.input.min_length == built.decoder.input.max_length == 38
-    # Its LSTMs start afresh in each window: the sidecar asks the runtime for 60% overlap.
-    assert built.describe().window_overlap == 0.6
+    described = built.describe()
+    assert described.window_overlap is None
+    assert described.carried is not None and (described.carried.resume_step, described.carried.lead) == (2, 8)
+
+
+def test_a_window_resumed_with_the_long_runs_state_gives_its_codes_and_audio_from_its_lead_on(built):
+    """Two windows of a 0.8 s input, the second 22 frames after the first: resumed at step 2 with the state the
+    first gave after its step 23, the second's codes from frame 8 on are one long run's, and so is its audio."""
+    carried = built.describe().carried
+    assert carried is not None
+    audio = 0.1 * torch.randn(1, 60 * HOP, generator=torch.Generator().manual_seed(3))
+    start, resume = 22, torch.ones(1, 1)
+    with torch.no_grad():
+        expected = built.long_run(audio)
+        _, h, c = built.module(audio[:, : 38 * HOP], *built.example_inputs[1:])
+        step = start + carried.resume_step - 1
+        codes, _, _ = built.module(audio[:, start * HOP :], h[:, step : step + 1], c[:, step : step + 1], resume)
+        afresh, _, _ = built.module(audio[:, start * HOP :], *built.example_inputs[1:])
+        assert torch.equal(codes[:, carried.lead :], expected[:, start + carried.lead :])
+        assert not torch.equal(afresh[:, carried.lead :], expected[:, start + carried.lead :])
+        decoder, decoder_carried = built.decoder, built.describe().decoder.carried
+        whole = decoder.long_run(expected)
+        _, h, c = decoder.module(*decoder.inputs_for(expected[:, :38]))
+        step = start + decoder_carried.resume_step - 1
+        waveform, _, _ = decoder.module(expected[:, start:], h[:, step : step + 1], c[:, step : step + 1], resume)
+    lead = decoder_carried.lead * HOP
+    assert torch.allclose(waveform[:, lead:], whole[:, start * HOP + lead :], atol=1e-5)
 
 
 @pytest.mark.parametrize(
@@ -64,7 +91,7 @@ def test_a_save_pretrained_checkpoint_builds_the_codes_of_the_saved_model(tmp_pa
     waveform = loaded.example_inputs[0]
     with torch.no_grad():
         expected = saved.encode(waveform[:, None], bandwidth=1.5).audio_codes[0].transpose(1, 2)
-        assert torch.equal(loaded.module(waveform), expected)
+        assert torch.equal(loaded.module(*loaded.example_inputs)[0], expected)
 
 
 def test_at_48khz_the_program_takes_one_stereo_chunk_and_gives_its_codes_and_scale():

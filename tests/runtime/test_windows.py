@@ -52,3 +52,24 @@ def test_a_short_input_is_padded_up_to_the_minimum_in_one_window():
 def test_an_overlap_that_does_not_fit_is_refused(overlap):
     with pytest.raises(ValueError, match="overlap"):
         plan_windows(200, 50, overlap, 2, tail=1)
+
+
+@pytest.mark.parametrize("total, window, lead", [(250, 75, 8), (76, 75, 8), (1000, 38, 8), (977, 64, 13)])
+def test_windows_that_carry_a_state_hand_over_a_lead_into_the_later_window(total, window, lead):
+    """A carried state makes a window exact up to its end and from its lead on: every later window keeps from its
+    lead, the one before it up to there, and the windows overlap by the lead alone."""
+    plan = plan_windows(total, window, lead, 2, lead=lead)
+    covered = [w.start + j for w in plan.windows for j in range(w.keep_start, w.keep_stop)]
+    assert covered == list(range(total))
+    assert plan.windows[0].keep_start == 0
+    assert all(w.keep_start == lead for w in plan.windows[1:])
+    # Windows advance by the window less the lead; the last is moved back to end at the input's end.
+    assert [b.start - a.start for a, b in itertools.pairwise(plan.windows[:-1])] == [window - lead] * (
+        len(plan.windows) - 2
+    )
+    assert plan.windows[-1].start + window == total
+
+
+def test_a_lead_longer_than_the_overlap_is_refused():
+    with pytest.raises(ValueError, match="lead of 9 units does not fit an overlap of 8"):
+        plan_windows(200, 50, 8, 2, lead=9)
