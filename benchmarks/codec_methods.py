@@ -11,13 +11,16 @@ that differ from eager's, the decoded waveform's largest difference, and the mac
     python benchmarks/codec_methods.py dac --variant 16khz
     python benchmarks/codec_methods.py mimi --variant 8-codebooks --min-seconds 2.5 --seconds 2.5 --seconds 10
     python benchmarks/codec_methods.py encodec --variant 48khz-6kbps --seconds 1   # one of its own 1 s chunks
+    python benchmarks/codec_methods.py encodec --variant 48khz-6kbps --window-seconds 1   # 10 s in its 1 s chunks
     python benchmarks/codec_methods.py encodec --variant 24khz-6kbps --window-seconds 1   # 10 s in 1 s windows
 
 A codec whose program takes one length (EnCodec's LSTM is unrolled at it) is built at `--window-seconds`, and a
 longer input runs through `audiodeploy.runtime` in the overlapping windows `audiodeploy run` cuts, against eager and
 ONNX Runtime on the whole input at once: the model's own forward, where the program's methods carry the LSTM's
 state from window to window (those reproduce its codes; windows that start afresh need not: the record counts the
-codes that differ).
+codes that differ). A codec that runs on its own chunks (EnCodec at 48 kHz) runs a longer input chunk by chunk,
+`--window-seconds` being its chunk's length, against transformers' own encode and decode over all the chunks of
+the audio padded as its feature extractor pads it.
 
 Writes benchmarks/results/<recipe>-<variant>-methods.json (`--name NAME`: NAME-methods.json, e.g. to keep another
 machine's record beside it). Take ratios on an idle machine.
@@ -45,8 +48,9 @@ from audiodeploy._files import atomic_write_text
 from audiodeploy.bench.errors import BenchError
 from audiodeploy.bench.runtimes import OnnxExport, OnnxRuntime, first_output
 from audiodeploy.bench.timing import machine_info, restart_with_passive_openmp_threads, set_threads
+from audiodeploy.program.codes import ChunkedCodes
 from audiodeploy.recipes.spec import LengthRange, fresh_state
-from audiodeploy.runtime.model import Codec
+from audiodeploy.runtime.model import ChunkedCodec, Codec
 from audiodeploy.runtime.program import Program
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -82,8 +86,7 @@ def main() -> None:
     built = recipe.build(variant=args.variant, length_range=length_range)
     if built.decoder is None:
         raise SystemExit(f"{args.recipe} is not a codec: time it with `audiodeploy bench`")
-    if args.window_seconds is not None and built.decoder.chunks is not None:
-        raise SystemExit(f"{args.recipe} runs on its own chunks: time it on one, without --window-seconds")
+    chunked = built.decoder.chunks is not None
     start = time.perf_counter()
     lowered = audiodeploy.lower({name: audiodeploy.Method(*method) for name, method in built.methods.items()})
     record: dict = {
@@ -102,17 +105,21 @@ def main() -> None:
         "cases": [],
     }
     program = Program(lowered.buffer, origin=f"{built.recipe} {built.variant}", trusted=True)
-    codec = Codec(program, built.describe()) if args.window_seconds is not None else None
-    # A method that carries a state from window to window is compared with the model's own run over the whole input.
-    encode_reference = built.long_run or built.module
-    decode_reference = built.decoder.long_run or built.decoder.module
+    runtime_codec: Codec | ChunkedCodec | None = None
+    if args.window_seconds is not None:
+        runtime_codec = (ChunkedCodec if chunked else Codec)(program, built.describe())
     at_each_length = args.window_seconds is not None or built.carried is not None
     onnx = _OnnxSessions(built, threads, at_each_length=at_each_length)
     for length_seconds in seconds:
-        windowed = codec is not None and length_seconds > args.window_seconds
+        windowed = runtime_codec is not None and length_seconds > args.window_seconds
         # The longest length is the range's end, rounded down to whole frames (44.1 kHz DAC: 9.996 s for 10 s).
         length = built.input.length_for_seconds(length_seconds)
         waveform = built.input.random_inputs(length if windowed else min(length, built.input.max_length), seed=1)
+        # Eager and ONNX Runtime run the model's own forward on the whole input where the program takes one window
+        # that carries its state to the next, or (on a longer input) one of the model's chunks.
+        long_run = built.long_run is not None and (windowed or built.carried is not None)
+        encode_reference = built.long_run if long_run and built.long_run else built.module
+        decode_reference = built.decoder.long_run if long_run and built.decoder.long_run else built.decoder.module
         with torch.no_grad():
             encoded = encode_reference(*waveform)
         # The codes, and a chunked codec's scale beside them (EnCodec at 48 kHz).
@@ -122,11 +129,12 @@ def main() -> None:
             ("decode", decode_reference, codes, built.decoder.inputs_for(encoded)),
         )
         for method, module, inputs, program_inputs in methods:
-            ours = (
-                _in_windows(codec, method, inputs)
-                if codec is not None and windowed
-                else _whole(program, method, program_inputs)
-            )
+            if isinstance(runtime_codec, ChunkedCodec) and windowed:
+                ours = _in_chunks(runtime_codec, method, inputs, length)
+            elif isinstance(runtime_codec, Codec) and windowed:
+                ours = _in_windows(runtime_codec, method, inputs)
+            else:
+                ours = _whole(program, method, program_inputs)
             case = _timed(ours, module, onnx.session(method, module, inputs), inputs, args.runs)
             record["cases"].append({"seconds": length_seconds, "method": method, "windowed": windowed, **case})
             versus = (
@@ -213,6 +221,20 @@ def _in_windows(codec: Codec, method: str, inputs: tuple) -> Callable[[], torch.
     return lambda: codec.decode(codes).samples
 
 
+def _in_chunks(codec: ChunkedCodec, method: str, inputs: tuple, samples: int) -> Callable[[], torch.Tensor]:
+    """A method run as `audiodeploy run` runs a chunked codec on a longer input: chunk by chunk, through
+    `audiodeploy.runtime`, its output shaped as transformers' (codes: `(chunks, 1, codebooks, frames)`)."""
+    if method == "encode":
+        audio = inputs[0][0].numpy()
+        return lambda: torch.from_numpy(codec.encode(audio).codes[:, None])
+    # transformers also encodes the sliver of padding after the last chunk that starts inside the audio; the
+    # runtime's codes stop at that chunk.
+    chunks = -(-samples // codec.chunks.stride)
+    scales = inputs[1][:chunks].numpy().reshape(-1) if codec.chunks.scaled else None
+    chunked = ChunkedCodes(inputs[0][:chunks, 0].numpy(), scales, samples)
+    return lambda: codec.decode(chunked).samples
+
+
 def _timed(
     ours: Callable[[], torch.Tensor], module: torch.nn.Module, onnx: OnnxRuntime | None, inputs: tuple, runs: int
 ) -> dict:
@@ -247,6 +269,12 @@ def _timed(
 
 
 def _difference(actual: torch.Tensor, expected: torch.Tensor) -> str:
+    if actual.dtype.is_floating_point and expected.shape[-1] > actual.shape[-1]:
+        # transformers decodes a chunked codec's padding after the audio too; the runtime gives the audio's length.
+        expected = expected[..., : actual.shape[-1]]
+    elif not actual.dtype.is_floating_point and actual.dim() == 4 and expected.shape[0] > actual.shape[0]:
+        # Its codes of a chunked codec: the chunks that start inside the audio, not the sliver after them.
+        expected = expected[: actual.shape[0]]
     if actual.numel() == expected.numel():
         actual = actual.reshape(expected.shape)
     if actual.dtype.is_floating_point:

@@ -75,8 +75,9 @@ class CodecRecipe(Recipe[ArchitectureT]):
         """The ``encode`` (to `codebooks` codebooks) and ``decode`` wrappers of `model`."""
 
     def long_run_modules(self, model: PreTrainedModel, codebooks: int) -> tuple[nn.Module, nn.Module] | None:
-        """The model's own encode and decode over a whole input, when `export_modules` carry a state from window
-        to window instead (the eager reference their windows reproduce); None (the default) otherwise."""
+        """The model's own encode and decode over a whole input, where `export_modules` take one window that carries
+        a state to the next, or one of the model's chunks (the eager reference of the runtime's windows or chunks
+        on long audio); None (the default) otherwise."""
         return None
 
     def synthetic_init(self, model: PreTrainedModel) -> None:
@@ -137,6 +138,8 @@ class CodecRecipe(Recipe[ArchitectureT]):
         built = self._package(request, encode, spec, provenance, notes)
         encode_carried, decode_carried = carried_state(encode), carried_state(decode)
         long_run = self.long_run_modules(model, codebooks)
+        if long_run is not None:
+            built = dataclasses.replace(built, long_run=long_run[0].eval())
         if encode_carried is not None:
             # Its windows overlap by the method's lead, which the runtime reads from the carried state.
             built = dataclasses.replace(
@@ -145,7 +148,6 @@ class CodecRecipe(Recipe[ArchitectureT]):
                 dynamic_shapes=(*built.dynamic_shapes, *({},) * len(encode_carried.input_shapes)),
                 carried=encode_carried,
                 window_overlap=None,
-                long_run=None if long_run is None else long_run[0].eval(),
             )
         codes = InputSpec(
             kind="codes",

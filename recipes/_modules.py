@@ -239,6 +239,41 @@ class EncodecDecodeChunk(nn.Module):
         return waveform
 
 
+class EncodecEncodeChunks(nn.Module):
+    """`(1, channels, samples)` float32 → transformers' own encode over its chunks, as its feature extractor pads
+    the audio to whole chunks: `(chunks, 1, codebooks, frames)` int64 codes and `(chunks, 1)` float32 scales (ones
+    for a model that does not normalize). The eager reference of `EncodecEncodeChunk`'s programs on long audio."""
+
+    def __init__(self, model: EncodecModel, bandwidth: float) -> None:
+        super().__init__()
+        self.model = model
+        self.bandwidth = bandwidth
+
+    def forward(self, audio: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        config = self.model.config
+        samples = audio.shape[-1]
+        # EncodecFeatureExtractor's padding: whole chunks, every `chunk_stride` samples.
+        padded = (math.ceil(samples / config.chunk_stride) - 1) * config.chunk_stride + config.chunk_length
+        mask = torch.cat([torch.ones(1, samples), torch.zeros(1, padded - samples)], dim=1).long()
+        encoded = self.model.encode(nn.functional.pad(audio, (0, padded - samples)), mask, bandwidth=self.bandwidth)
+        scales = [torch.ones(1, 1) if s is None else s.reshape(1, 1) for s in encoded.audio_scales]
+        return encoded.audio_codes, torch.cat(scales)
+
+
+class EncodecDecodeChunks(nn.Module):
+    """What `EncodecEncodeChunks` gives → transformers' own decode of every chunk, overlap-added: `(1, channels,
+    padded samples)`, the padding after the audio included."""
+
+    def __init__(self, model: EncodecModel) -> None:
+        super().__init__()
+        self.model = model
+
+    def forward(self, codes: torch.Tensor, scales: torch.Tensor) -> torch.Tensor:
+        chunk_scales = [scale.reshape(1, 1) for scale in scales] if self.model.config.normalize else [None] * len(codes)
+        waveform: torch.Tensor = self.model.decode(codes, chunk_scales).audio_values
+        return waveform
+
+
 class EncodecDecode(nn.Module):
     """`(1, frames, codebooks)` int64 codes → `(1, frames * hop)` float32 waveform of transformers' `EncodecModel`."""
 

@@ -208,9 +208,15 @@ class EncodecRecipe(CodecRecipe[EncodecArchitecture]):
 
     def long_run_modules(self, model: PreTrainedModel, codebooks: int) -> tuple[nn.Module, nn.Module] | None:
         config = cast("EncodecConfig", model.config)
-        if config.chunk_length is not None or not config.use_causal_conv:
+        bandwidth = codebooks * _bits_per_codebook_second(config) / 1000
+        if config.chunk_length is not None:
+            from ._modules import EncodecDecodeChunks, EncodecEncodeChunks
+
+            encodec = cast("EncodecModel", model)
+            return EncodecEncodeChunks(encodec, bandwidth), EncodecDecodeChunks(encodec)
+        if not config.use_causal_conv:
             return None
-        return _whole_input_modules(model, codebooks * _bits_per_codebook_second(config) / 1000)
+        return _whole_input_modules(model, bandwidth)
 
 
 def _whole_input_modules(model: PreTrainedModel, bandwidth: float) -> tuple[nn.Module, nn.Module]:

@@ -261,8 +261,8 @@ class BuiltDecoder:
     carried: CarriedState | None = None
     """The state the method carries from window to window (its last inputs and outputs), when it does."""
     long_run: torch.nn.Module | None = None
-    """A carried method's eager reference: the model's own decode over all the codes at once (codes in, waveform
-    out), which the windows reproduce; None where `module` is that."""
+    """The model's own decode over all the codes at once, where `module` takes one window or chunk of them (the
+    eager reference of the runtime's windows or chunks); None where `module` is that."""
 
     def inputs_for(self, encoded: torch.Tensor | tuple[torch.Tensor, ...]) -> tuple[torch.Tensor, ...]:
         """The method's inputs for what the codec's encode module gave: the codes (and a chunk's scale), as `run`
@@ -326,8 +326,9 @@ class BuiltModel:
     carried: CarriedState | None = None
     """The state `module` carries from window to window (its last inputs and outputs), when it does."""
     long_run: torch.nn.Module | None = None
-    """A carried method's eager reference: the model's own forward over the whole input (`input` in, the main
-    output out), which the windows reproduce; None where `module` is that."""
+    """The model's own forward over a whole input, where `module` takes one window that carries its state to the
+    next or one of the model's chunks (the eager reference of the runtime's windows or chunks); None where
+    `module` is that."""
 
     @property
     def method(self) -> str:

@@ -1,6 +1,6 @@
 """A codec whose methods carry their state from window to window, through the command line and the runtime:
-`export encodec --variant tiny --seconds 0.5` (EnCodec at 24 kHz, causal, with an LSTM in its encoder and its
-decoder) writes a program of 0.5 s windows; `run` encodes a longer file in windows overlapping by 8 frames, each
+`export encodec --variant tiny --seconds 0.25` (EnCodec at 24 kHz, causal, with an LSTM in its encoder and its
+decoder) writes a program of 0.25 s windows (19 frames); `run` encodes a longer file in windows overlapping by 8 frames, each
 resuming the LSTM where the window before left it, and the codes and audio are one long transformers run's."""
 
 from __future__ import annotations
@@ -17,13 +17,13 @@ from audiodeploy.recipes.spec import LengthRange
 from audiodeploy.runtime.model import WindowOptionError
 from tests.cli import audiodeploy
 
-RATE, HOP, WINDOW_FRAMES = 24_000, 320, 38
+RATE, HOP, WINDOW_FRAMES = 24_000, 320, 19
 
 
 @pytest.fixture(scope="module")
 def eager():
     """The exported program's model, eagerly: the same recipe, variant and seed (synthetic weights)."""
-    return recipes.get("encodec").build(variant="tiny", length_range=LengthRange.fixed(0.5))
+    return recipes.get("encodec").build(variant="tiny", length_range=LengthRange.fixed(0.25))
 
 
 def speech_like(frames: int) -> np.ndarray:
@@ -61,9 +61,9 @@ def test_export_writes_one_delegate_per_method_and_the_carried_state_in_the_side
     )
 
 
-@pytest.mark.parametrize("frames", [22, WINDOW_FRAMES, 172])
+@pytest.mark.parametrize("frames", [12, WINDOW_FRAMES, 172])
 def test_codes_and_audio_of_any_length_are_one_long_runs(carried_codec_model, eager, frames):
-    """Shorter than a window (zero-padded), one window, and six windows: the codes equal transformers' over the
+    """Shorter than a window (zero-padded), one window, and sixteen windows: the codes equal transformers' over the
     whole audio, every one of them, and the decoded audio its decode of them."""
     codec = runtime.load(carried_codec_model)
     audio = speech_like(frames)

@@ -114,6 +114,28 @@ def test_at_48khz_the_program_takes_one_stereo_chunk_and_gives_its_codes_and_sca
     assert described.input.channels == 2 and described.length_range_seconds == (0.1, 0.1)
 
 
+def test_at_48khz_the_long_run_reference_is_transformers_over_the_audio_padded_as_its_feature_extractor_pads_it():
+    """What benchmarks/codec_methods.py times eager and ONNX Runtime on, for long audio: every chunk's codes and
+    scale, and the overlap-added decode, as a transformers user gets them."""
+    from transformers import EncodecFeatureExtractor
+
+    built = recipes.get("encodec").build(variant="tiny-48khz")
+    model, config = built.module.model, built.module.model.config
+    audio = 0.1 * torch.randn(1, 2, 3 * 4752 + 1, generator=torch.Generator().manual_seed(5))
+    extractor = EncodecFeatureExtractor(
+        feature_size=2, sampling_rate=48_000, chunk_length_s=config.chunk_length_s, overlap=config.overlap
+    )
+    inputs = extractor(raw_audio=[audio[0].numpy()], sampling_rate=48_000, return_tensors="pt")
+    with torch.no_grad():
+        expected = model.encode(inputs["input_values"], inputs["padding_mask"], bandwidth=3.0)
+        codes, scales = built.long_run(audio)
+        decoded = built.decoder.long_run(codes, scales)
+        expected_audio = model.decode(expected.audio_codes, expected.audio_scales).audio_values
+    assert codes.shape[1:] == (1, 2, 15) and torch.equal(codes, expected.audio_codes)
+    assert torch.equal(scales, torch.cat([s.reshape(1, 1) for s in expected.audio_scales]))
+    assert torch.allclose(decoded, expected_audio)
+
+
 def test_at_48khz_another_length_is_refused_naming_the_chunks():
     with pytest.raises(LengthRangeError, match="own chunks of 0.1 s.*without --seconds.*--seconds 0.1"):
         recipes.get("encodec").build(variant="tiny-48khz", length_range=LengthRange.fixed(0.5))
