@@ -94,3 +94,24 @@ def test_an_overlap_shorter_than_the_lead_is_refused_with_the_reason(carried_cod
     codec = runtime.load(carried_codec_model)
     with pytest.raises(WindowOptionError, match=r"at least 8 \(what the program's convolutions reach back"):
         codec.encode(speech_like(150), sample_rate=RATE, overlap_seconds=0.05)
+
+
+@pytest.mark.parametrize(
+    "edit, message",
+    [
+        (lambda model: model["carried"].update(shapes=[[1, 64], [1, 64]]), r"encode method ends with inputs"),
+        (lambda model: model.pop("carried"), r"the program takes 4 inputs, the sidecar describes 1"),
+        (lambda model: model["decoder"]["carried"].update(shapes=[[2, 128], [2, 128]]), r"decode method ends with"),
+    ],
+    ids=["other-state", "no-state", "other-decoder-state"],
+)
+def test_a_sidecar_that_misdescribes_the_carried_state_is_one_clear_error(carried_codec_model, tmp_path, edit, message):
+    from audiodeploy.program.description import DescriptionError
+
+    program = tmp_path / "codec.pte"
+    program.write_bytes(carried_codec_model.read_bytes())
+    sidecar = json.loads(carried_codec_model.with_suffix(".json").read_text())
+    edit(sidecar["model"])
+    program.with_suffix(".json").write_text(json.dumps(sidecar))
+    with pytest.raises(DescriptionError, match=message):
+        runtime.load(program)
