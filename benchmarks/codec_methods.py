@@ -115,11 +115,9 @@ def main() -> None:
         # The longest length is the range's end, rounded down to whole frames (44.1 kHz DAC: 9.996 s for 10 s).
         length = built.input.length_for_seconds(length_seconds)
         waveform = built.input.random_inputs(length if windowed else min(length, built.input.max_length), seed=1)
-        # Eager and ONNX Runtime run the model's own forward on the whole input where the program takes one window
-        # that carries its state to the next, or (on a longer input) one of the model's chunks.
-        long_run = built.long_run is not None and (windowed or built.carried is not None)
-        encode_reference = built.long_run if long_run and built.long_run else built.module
-        decode_reference = built.decoder.long_run if long_run and built.decoder.long_run else built.decoder.module
+        whole_input = windowed or built.carried is not None
+        encode_reference = _reference(built.module, built.long_run, whole_input)
+        decode_reference = _reference(built.decoder.module, built.decoder.long_run, whole_input)
         with torch.no_grad():
             encoded = encode_reference(*waveform)
         # The codes, and a chunked codec's scale beside them (EnCodec at 48 kHz).
@@ -204,6 +202,13 @@ def _reason(message: str) -> str:
     """An exporter's failure in one plain line: its first line, without terminal colours or bench's remedy."""
     plain = re.sub(r"\x1b\[[0-9;]*m", "", message.splitlines()[0] if message else "")
     return plain.split("; leave onnxruntime")[0]
+
+
+def _reference(module: torch.nn.Module, long_run: torch.nn.Module | None, whole_input: bool) -> torch.nn.Module:
+    """The eager module a method is compared with: the model's own forward on the whole input (`long_run`) where the
+    program takes one window that carries its state to the next, or one of the model's chunks of a longer input;
+    else the method's own module."""
+    return long_run if whole_input and long_run is not None else module
 
 
 def _whole(program: Program, method: str, inputs: tuple) -> Callable[[], torch.Tensor]:
