@@ -1,8 +1,10 @@
 """Bring your own model: transformers' audio models, as a user would lower them, stock ExecuTorch vs audiodeploy.
 
-Each model of issue 22's table is built from its transformers class with a small configuration (hidden 32, 2 layers,
-2 heads, intermediate 64, a 32-channel feature encoder where it has one; seeded random weights), wrapped so that
-``forward`` takes one tensor and returns one, and lowered at a dynamic length twice, as the README tells a user:
+Each model of issue 22's table, and each other transformers audio model with ``weight_norm`` (UnivNet,
+WavTokenizer, X-Codec, Higgs Audio v2's tokenizer, Pocket TTS's audio tokenizer), is built from its transformers
+class with a small configuration (hidden 32, 2 layers, 2 heads, intermediate 64, a 32-channel feature encoder where
+it has one; seeded random weights), wrapped so that ``forward`` takes one tensor and returns one, and lowered at a
+dynamic length twice, as the README tells a user:
 
 - ``stock``: ``audiodeploy.lower(module, (x,), dynamic_shapes=..., options=audiodeploy.LoweringOptions(fold=False))``,
   stock ExecuTorch lowering to XNNPACK;
@@ -136,6 +138,25 @@ def vocode(model, mel):
     return model(mel)
 
 
+def univnet_vocode(model, mel_and_noise):
+    """UnivNet takes its Gaussian noise as an input beside the mel frames: one tensor (batch, mel bins + noise
+    channels, frames), which UnivNet's own layout (batch, frames, channels) of each is a transpose of."""
+    mel, noise = mel_and_noise.split([model.config.num_mel_bins, model.config.model_in_channels], dim=1)
+    return model(input_features=mel.transpose(1, 2), noise_sequence=noise.transpose(1, 2)).waveforms
+
+
+def audio_codes(model, x):
+    return model.encode(x).audio_codes
+
+
+def audio_values(model, codes):
+    return model.decode(codes).audio_values
+
+
+def latents(model, x):
+    return model.encode(x).latents
+
+
 # --- the cases ----------------------------------------------------------------------------------------------------
 
 
@@ -241,13 +262,16 @@ DAC = {
     "codebook_size": 64,
     "codebook_dim": 8,
 }
-MIMI = {
+_MIMI_LAYERS = {  # Mimi's, and Pocket TTS's tokenizer's, convolutions and transformer
     "hidden_size": 32,
     "num_filters": 8,
     "num_hidden_layers": 2,
     "num_attention_heads": 2,
     "num_key_value_heads": 2,
     "intermediate_size": 64,
+}
+MIMI = {
+    **_MIMI_LAYERS,
     "codebook_size": 64,
     "codebook_dim": 32,
     "vector_quantization_hidden_dimension": 32,
@@ -267,6 +291,61 @@ VITS = {
     "posterior_encoder_num_wavenet_layers": 2,
     "upsample_initial_channel": 32,
 }
+UNIVNET = {
+    "model_hidden_channels": 16,
+    "model_in_channels": 16,
+    "kernel_predictor_hidden_channels": 16,
+    "num_mel_bins": 20,
+}
+WAVTOKENIZER = {  # the published 600-sample hop (strides 6, 5, 5, 4) and n_fft 2400 of its ISTFT head
+    "num_filters": 8,
+    "hidden_size": 32,
+    "num_lstm_layers": 1,
+    "codebook_size": 64,
+    "codebook_dim": 32,
+    "decoder_hidden_size": 32,
+    "decoder_intermediate_size": 64,
+    "decoder_num_layers": 2,
+    "decoder_attention_num_groups": 8,
+}
+FLOAT_LENGTH_WINDOW = Length(50, 50, example=50, other=50)
+FLOAT_LENGTH_NOTES = (
+    "at one length (50 frames): it computes its convolutions' output length in floating point "
+    "(`int((L - 1) / stride + 1)`, a resampled length), which torch.export fixes at the example's"
+)
+WAVTOKENIZER_WINDOW = Length(20, 20, example=20, other=20)
+"""Half a second at 24 kHz, 20 frames of 600 samples: its encoder's nn.LSTM fixes the length, as EnCodec's does."""
+_SEMANTIC_HUBERT = {
+    "hidden_size": 32,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 2,
+    "intermediate_size": 64,
+    "conv_dim": (32,) * 7,
+    "num_conv_pos_embeddings": 16,
+    "num_conv_pos_embedding_groups": 2,
+}
+_ACOUSTIC_DAC = {
+    "encoder_hidden_size": 8,
+    "decoder_hidden_size": 64,
+    "hidden_size": 32,
+    "n_codebooks": 2,
+    "codebook_size": 64,
+    "codebook_dim": 8,
+}
+# X-Codec: a DAC beside a HuBERT at 16 kHz, both 320 samples a frame.
+XCODEC = {
+    "acoustic_model_config": {**_ACOUSTIC_DAC, "downsampling_ratios": [8, 5, 4, 2], "upsampling_ratios": [8, 5, 4, 2]},
+    "semantic_model_config": _SEMANTIC_HUBERT,
+    "codebook_size": 64,
+}
+XCODEC_CODEBOOKS = 13  # its 4 kbps at 50 frames a second of 6-bit codes (Higgs' too)
+# Higgs Audio v2's tokenizer: the same at 24 kHz, 480 samples a frame, its HuBERT reading the audio resampled to 16 kHz.
+HIGGS_AUDIO_V2_TOKENIZER = {
+    **XCODEC,
+    "acoustic_model_config": {**_ACOUSTIC_DAC, "downsampling_ratios": [8, 5, 4, 3], "upsampling_ratios": [8, 5, 4, 3]},
+}
+# Pocket TTS's audio tokenizer: Mimi's layers, latents instead of codes; 1920 samples a frame.
+POCKET_TTS_TOKENIZER = {**_MIMI_LAYERS, "upsample_groups": 32, "latent_dim": 8}
 SEAMLESS_M4T_VOCODER = {
     # SeamlessM4THifiGan takes (batch, unit + language + speaker embedding dims, frames); the rest of the
     # configuration (the translation model) is shrunk only so that the config is small, never built.
@@ -295,6 +374,29 @@ def _ctc(name: str, config: dict[str, Any], notes: str = "", attention: bool = T
         sampling_rate=16_000,
         notes=notes,
     )
+
+
+def _window(case: Case, length: Length, notes: str) -> Case:
+    """``case`` at the one length of ``length``, in ``case``'s unit: a model that fixes its length."""
+    return replace(case, name=f"{case.name}-window", length=replace(length, unit=case.length.unit), notes=notes)
+
+
+def _encode_window_decode(
+    model_class: str,
+    config: dict[str, Any],
+    hop: int,
+    rate: int,
+    codebooks: int,
+    window: tuple[Length, str] = (FLOAT_LENGTH_WINDOW, FLOAT_LENGTH_NOTES),
+    decode_notes: str = "",
+) -> tuple[Case, Case, Case]:
+    """A codec that fixes its encoder's length: ``encode`` at a dynamic length (which fails), at the one length of
+    ``window`` (with its notes), and ``decode`` (``model.encode(x).audio_codes``, ``model.decode(codes)``)."""
+    encode = _codec(f"{model_class}.encode", config, audio_codes, hop=hop, rate=rate, codebooks=codebooks)
+    decode = _codec(
+        f"{model_class}.decode", config, audio_values, hop=hop, rate=rate, codebooks=codebooks, notes=decode_notes
+    )
+    return encode, _window(encode, *window), decode
 
 
 def _codec(
@@ -348,12 +450,7 @@ CASES: tuple[Case, ...] = (
     _codec("EncodecModel.encode", ENCODEC, encodec_encode, hop=320, rate=24_000, codebooks=2),
     _codec("EncodecModel.decode", ENCODEC, encodec_decode, hop=320, rate=24_000, codebooks=2),
     *(
-        replace(
-            case,
-            name=f"{case.name}-window",
-            length=replace(ENCODEC_WINDOW, unit=case.length.unit),
-            notes=ENCODEC_WINDOW_NOTES,
-        )
+        _window(case, ENCODEC_WINDOW, ENCODEC_WINDOW_NOTES)
         for case in (
             _codec("EncodecModel.encode", ENCODEC, encodec_encode, hop=320, rate=24_000, codebooks=2),
             _codec("EncodecModel.decode", ENCODEC, encodec_decode, hop=320, rate=24_000, codebooks=2),
@@ -423,6 +520,52 @@ CASES: tuple[Case, ...] = (
         notes="the HiFi-GAN inside SeamlessM4TCodeHifiGan, after its unit, language and speaker embeddings "
         "(the duration expansion before it is data-dependent)",
         config_class="SeamlessM4TConfig",
+    ),
+    Case(
+        "UnivNetModel",
+        "vocoder",
+        "UnivNetModel",
+        UNIVNET,
+        univnet_vocode,
+        (1, UNIVNET["num_mel_bins"] + UNIVNET["model_in_channels"], -1),
+        VOCODER,
+        "mel",
+        notes="mel frames and the Gaussian noise it is given, stacked along the channels (batch, channels, frames)",
+    ),
+    *_encode_window_decode(
+        "WavTokenizerModel",
+        WAVTOKENIZER,
+        hop=600,
+        rate=24_000,
+        codebooks=1,
+        window=(WAVTOKENIZER_WINDOW, ENCODEC_WINDOW_NOTES),
+        decode_notes="its head is Vocos' same-padding ISTFT: irfft frames overlap-added by F.fold",
+    ),
+    *_encode_window_decode("XcodecModel", XCODEC, hop=320, rate=16_000, codebooks=XCODEC_CODEBOOKS),
+    *_encode_window_decode(
+        "HiggsAudioV2TokenizerModel", HIGGS_AUDIO_V2_TOKENIZER, hop=480, rate=24_000, codebooks=XCODEC_CODEBOOKS
+    ),
+    _codec(
+        "PocketTTSAudioTokenizerModel.encode",
+        POCKET_TTS_TOKENIZER,
+        latents,
+        hop=1920,
+        rate=24_000,
+        codebooks=0,
+        attention=True,
+    ),
+    Case(
+        "PocketTTSAudioTokenizerModel.decode",
+        "codec",
+        "PocketTTSAudioTokenizerModel",
+        POCKET_TTS_TOKENIZER,
+        audio_values,
+        (1, -1, POCKET_TTS_TOKENIZER["latent_dim"]),
+        _codes_length(1920, 24_000),
+        "features",
+        attention=True,
+        sampling_rate=24_000,
+        notes="decodes latents (batch, frames, latent_dim), not codes",
     ),
 )
 

@@ -15,7 +15,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+import pytest
 import torch
+from torch._export.verifier import SpecViolationError
 from torch.export import ExportedProgram
 
 import audiodeploy
@@ -77,6 +79,22 @@ def lower_and_compare(
     for case in (inputs, *also_run):
         assert_matches_eager(lowered, module, case, atol=atol)
     return lowered.report.methods["forward"]
+
+
+def lower_what_stock_cannot_build(
+    module: torch.nn.Module,
+    inputs: tuple[torch.Tensor, ...],
+    missing_op: str,
+    *,
+    dynamic_shapes: Any = None,
+    also_run: Sequence[tuple[torch.Tensor, ...]] = (),
+) -> MethodReport:
+    """A rewrite's end-to-end test where stock lowering cannot build the program at all (``missing_op``, an op
+    ``torch.export`` keeps, is not in the core ATen opset): the rewritten one lowers, runs and matches eager on
+    ``inputs`` and ``also_run``. Its report."""
+    with pytest.raises(SpecViolationError, match=missing_op):
+        lower_and_compare(module, inputs, rewrite=False, dynamic_shapes=dynamic_shapes)
+    return lower_and_compare(module, inputs, dynamic_shapes=dynamic_shapes, also_run=also_run)
 
 
 def lower_stock_and_rewritten(

@@ -40,6 +40,9 @@ from audiodeploy.lowering.passes.inverse_stft_as_convolution import InverseStftA
 from audiodeploy.lowering.passes.length_only_values_as_constants import LengthOnlyValuesAsConstantsPass
 from audiodeploy.lowering.passes.location_variable_conv_as_bmm import LocationVariableConvAsBmmPass
 from audiodeploy.lowering.passes.lstm_as_steps import LstmAsStepsPass
+from audiodeploy.lowering.passes.overlap_add_of_irfft_frames_as_convolution import (
+    OverlapAddOfIrfftFramesAsConvolutionPass,
+)
 from audiodeploy.lowering.passes.parameter_only_values_as_constants import ParameterOnlyValuesAsConstantsPass
 from audiodeploy.lowering.passes.reflect_padding_as_concat import ReflectPaddingAsConcatPass
 from audiodeploy.lowering.passes.relative_position_gather_as_shift import RelativePositionGatherAsShiftPass
@@ -56,12 +59,14 @@ from audiodeploy.lowering.passes.strided_conv_as_gemm import StridedConvAsGemmPa
 from audiodeploy.lowering.passes.sum_and_mean_as_xnnpack_reductions import SumAndMeanAsXnnpackReductionsPass
 from audiodeploy.lowering.passes.tanh_gelu_as_tanh import TanhGeluAsTanhPass
 from audiodeploy.lowering.passes.transposed_conv_as_polyphase import TransposedConvAsPolyphasePass
+from audiodeploy.lowering.passes.unbind_as_selects import UnbindAsSelectsPass
 from audiodeploy.lowering.passes.unit_select_as_squeeze import UnitSelectAsSqueezePass
 from audiodeploy.lowering.passes.unpack_split_of_cat import UnpackSplitOfCatPass
 from audiodeploy.lowering.passes.vector_norm_as_sum_of_squares import VectorNormAsSumOfSquaresPass
 
 XNNPACK_REWRITES = (
     SizeMinMaxAsArithmeticPass,  # sizes only; first, so the passes below read a size where one is known
+    OverlapAddOfIrfftFramesAsConvolutionPass,  # before LengthOnlyValuesAsConstantsPass would store its envelope
     DropMasksThatMaskNothingPass,  # before the next: a mask that masks nothing is dropped, not stored
     BandedMasksAsArithmeticPass,  # after it; before the next, which stores the positions it computes from
     DropArithmeticWithNeutralFillsPass,  # before the fills are stored or clamped; frees convolutions to be cut
@@ -78,6 +83,7 @@ XNNPACK_REWRITES = (
     ArgmaxAsMaxPoolingPass,  # after it: searches its distances; emits views and casts the two below move and read
     CastsAfterDataMovementPass,  # after it: moves the casts of its indices past views and stacks
     EmbeddingAsOneHotGemmPass,  # after the two above: reads the float index, through the views they moved
+    UnbindAsSelectsPass,  # before the next, which moves casts up past selections, not past an unbind
     CastsBeforeDataMovementPass,  # after it: moves the casts it puts on input codes up past their selections
     DropAliasesPass,  # a detach or a whole-dimension slice is an alias_copy XNNPACK declines
     ReshapeRoundTripsAroundRowOpsPass,  # after it and the mask passes: only the softmax is left between the reshapes

@@ -72,18 +72,15 @@ from torch.fx.experimental.symbolic_shapes import statically_known_true
 from audiodeploy.lowering.passes._graph import (
     NodeRewritePass,
     Skip,
-    add_constant,
     arguments,
     insert_op,
     insert_reshape,
     is_static,
     value,
 )
+from audiodeploy.lowering.passes._overlap_add import Blocks, envelope_is_nonzero
 
 aten = torch.ops.aten
-
-# torch.istft refuses a window whose envelope falls below this anywhere in its output (the NOLA check).
-_NOLA_THRESHOLD = 1e-11
 
 
 class InverseStftAsConvolutionPass(NodeRewritePass):
@@ -118,25 +115,16 @@ class InverseStftAsConvolutionPass(NodeRewritePass):
         if (n_fft - 2 * trim) % hop:
             length = f"(frames - 1) * {hop} + {n_fft - 2 * trim}"
             return Skip(f"its output, {length} samples, is not a whole number of hops")
-        blocks = _Blocks(n_fft, hop, trim)
+        blocks = Blocks(n_fft, hop, trim)
         if blocks.padding_right < 0:
             return Skip(f"its trim of {trim} samples reaches past the last of the {blocks.taps} blocks of a frame")
-        if not _envelope_is_nonzero(window, hop, trim, [frames] if is_static(frames) else None):
+        if not envelope_is_nonzero(window, hop, trim, [frames] if is_static(frames) else None):
             return Skip("its window's overlap-added square falls to zero: torch.istft refuses such a window (NOLA)")
 
         scale = 1 / math.sqrt(n_fft) if given["normalized"] else 1 / n_fft
-        real_kernel, imaginary_kernel = _inverse_dft_kernels(window, scale)
-        real_part = self._overlap_add(real, real_kernel, blocks, node)
-        imaginary_part = self._overlap_add(imaginary, imaginary_kernel, blocks, node)
-        waveform = insert_op(self.graph, aten.add.Tensor, (real_part, imaginary_part), origin=node)
-        ones = insert_op(
-            self.graph,
-            aten.conv1d.default,
-            (real, self._constant(node, "zeros", torch.zeros(1, bins, 1)), self._constant(node, "one", torch.ones(1))),
-            origin=node,
+        normalized_blocks = blocks.inverse_dft(
+            self.exported_program, real, imaginary, window, scale, f"{node.name}_istft", origin=node
         )
-        envelope = self._overlap_add(ones, (window**2)[None], blocks, node)
-        normalized_blocks = insert_op(self.graph, aten.div.Tensor, (waveform, envelope), origin=node)
         samples = insert_op(self.graph, aten.permute.default, (normalized_blocks, [0, 2, 1]), origin=node)
         return insert_reshape(self.graph, samples, [int(batch), -1], origin=node)
 
@@ -155,65 +143,6 @@ class InverseStftAsConvolutionPass(NodeRewritePass):
         left = (n_fft - win_length) // 2
         return torch.nn.functional.pad(data, (left, n_fft - win_length - left))
 
-    def _overlap_add(
-        self, x: torch.fx.Node, kernel: torch.Tensor, blocks: _Blocks, node: torch.fx.Node
-    ) -> torch.fx.Node:
-        """`x [B, C, T]` → `[B, hop, blocks]`: each frame times `kernel [C, n_fft]`, overlap-added, trimmed, in
-        blocks of `hop` samples."""
-        weight = self._constant(node, "blocks", blocks.weight(kernel))
-        padding = blocks.padding_left
-        if blocks.padding_left != blocks.padding_right:
-            pads = [blocks.padding_left, blocks.padding_right]
-            x = insert_op(self.graph, aten.constant_pad_nd.default, (x, pads, 0.0), origin=node)
-            padding = 0
-        return insert_op(self.graph, aten.conv1d.default, (x, weight, None, [1], [padding], [1], 1), origin=node)
-
-    def _constant(self, node: torch.fx.Node, name: str, data: torch.Tensor) -> torch.fx.Node:
-        return add_constant(self.exported_program, self.graph, f"{node.name}_{name}", data.to(torch.float32))
-
-
-class _Blocks:
-    """An overlap-add by `hop` of frames of `n_fft` samples, trimmed by `trim` samples on each side, as a
-    convolution over frames with `hop` output channels (one per sample of a block of `hop` output samples).
-
-    A kernel shifted right by `shift` (< hop) samples makes the trim `trim + shift` a whole number `d` of blocks;
-    the frame's `taps` blocks of the shifted kernel are the convolution's taps. Output block `b` is then the sum
-    over `m` of frame `b + d - m`'s block `m`: a correlation over padded frames with the taps reversed.
-    """
-
-    def __init__(self, n_fft: int, hop: int, trim: int) -> None:
-        self.hop = hop
-        self.shift = -trim % hop
-        self.taps = -(-(n_fft + self.shift) // hop)
-        whole_blocks = (trim + self.shift) // hop
-        self.padding_left = self.taps - 1 - whole_blocks
-        # Output blocks: T - 1 + (n_fft - 2 trim) / hop = T + left + right - taps + 1.
-        self.padding_right = (n_fft - 2 * trim) // hop + self.taps - 2 - self.padding_left
-
-    def weight(self, kernel: torch.Tensor) -> torch.Tensor:
-        """`kernel [C, n_fft]` → the convolution weight `[hop, C, taps]`."""
-        channels, n_fft = kernel.shape
-        shifted = torch.zeros(channels, self.taps * self.hop, dtype=kernel.dtype)
-        shifted[:, self.shift : self.shift + n_fft] = kernel
-        return shifted.view(channels, self.taps, self.hop).permute(2, 0, 1).flip(-1)
-
-
-def _inverse_dft_kernels(window: torch.Tensor, scale: float) -> tuple[torch.Tensor, torch.Tensor]:
-    """`[n_fft / 2 + 1, n_fft]` matrices taking a frame's real and imaginary parts to its windowed `irfft`."""
-    n_fft = window.numel()
-    bins = torch.arange(n_fft // 2 + 1, dtype=torch.float64)[:, None]
-    angle = 2 * math.pi * bins * torch.arange(n_fft, dtype=torch.float64)[None, :] / n_fft
-    # irfft counts each bin between DC and Nyquist twice (its conjugate twin) and ignores the imaginary parts
-    # of the DC bin and, for an even n_fft, the Nyquist bin.
-    count = torch.full((n_fft // 2 + 1, 1), 2.0, dtype=torch.float64)
-    count[0] = 1.0
-    if n_fft % 2 == 0:
-        count[-1] = 1.0
-    real = count * torch.cos(angle) * scale * window
-    imaginary = -count * torch.sin(angle) * scale * window
-    imaginary[count[:, 0] == 1.0] = 0.0
-    return real, imaginary
-
 
 def _spectrum_shape(real: object, imaginary: object) -> tuple[int | torch.SymInt, int, int | torch.SymInt] | None:
     """`(batch, bins, frames)` of two float32 parts of one 3-D shape with a fixed number of bins, else None."""
@@ -226,21 +155,3 @@ def _spectrum_shape(real: object, imaginary: object) -> tuple[int | torch.SymInt
         return None
     batch, bins, frames = first.shape
     return (batch, bins, frames) if is_static(bins) else None
-
-
-def _envelope_is_nonzero(window: torch.Tensor, hop: int, trim: int, frame_counts: list[int] | None) -> bool:
-    """Whether the envelope over the trimmed output stays above torch.istft's threshold for each of
-    `frame_counts` frames; None: for every count from 2 (each output sample is covered by at most
-    `n_fft / hop + 1` frames, so counts past twice that repeat the envelopes of shorter ones at both ends)."""
-    n_fft = window.numel()
-    if frame_counts is None:
-        frame_counts = list(range(2, 2 * (-(-n_fft // hop) + 1) + 1))
-    square = window**2
-    for frames in frame_counts:
-        envelope = torch.zeros((frames - 1) * hop + n_fft, dtype=torch.float64)
-        for frame in range(frames):
-            envelope[frame * hop : frame * hop + n_fft] += square
-        trimmed = envelope[trim : envelope.numel() - trim]
-        if trimmed.numel() and float(trimmed.min()) < _NOLA_THRESHOLD:
-            return False
-    return True
