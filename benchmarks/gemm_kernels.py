@@ -6,7 +6,9 @@ MatMuls ran at 181, while the convolutions ran as fast as ONNX Runtime's. This m
 linear layers of a base-size encoder (``768 x 768``, ``768 x 3072``, ``3072 x 768``) on the rows of 1 s and
 10 s of audio (49 and 499 frames), each lowered alone by ``audiodeploy.lower`` (one XNNPACK fully connected
 operator), exported to ONNX, and run in PyTorch, timed round-robin by the same code as ``audiodeploy bench``
-(``audiodeploy.bench.timing``); each runtime's median call.
+(``audiodeploy.bench.timing``); each runtime's median call. ``xnnpack-conv1x1`` is the same product as a 1x1
+convolution on a ``[1, in, frames, 1]`` image (XNNPACK's convolution GEMM path, with its layout change), to see
+whether another XNNPACK operator reaches a better kernel.
 
     python benchmarks/gemm_kernels.py --name NAME      # benchmarks/results/gemm-kernels-NAME.json, a minute
 """
@@ -41,6 +43,20 @@ ROWS = (49, 499)
 """Frames of 1 s and 10 s of 16 kHz audio in wav2vec2-style encoders."""
 
 
+class PointwiseConvolution(torch.nn.Module):
+    """``linear`` as a 1x1 convolution of an image ``[1, in, frames, 1]``: the same weights and product."""
+
+    def __init__(self, linear: torch.nn.Linear) -> None:
+        super().__init__()
+        self.conv = torch.nn.Conv2d(linear.in_features, linear.out_features, 1)
+        with torch.no_grad():
+            self.conv.weight.copy_(linear.weight[:, :, None, None])
+            self.conv.bias.copy_(linear.bias)
+
+    def forward(self, image: torch.Tensor) -> torch.Tensor:
+        return self.conv(image)
+
+
 def measure(threads: int, runs: int, warmup: int) -> list[dict]:
     import onnxruntime
 
@@ -53,6 +69,8 @@ def measure(threads: int, runs: int, warmup: int) -> list[dict]:
         for frames in ROWS:
             x = torch.randn(1, frames, features_in)
             program = Program(audiodeploy.lower(linear, (x,)).buffer, trusted=True)
+            image = x.transpose(1, 2)[..., None].contiguous()
+            conv1x1 = Program(audiodeploy.lower(PointwiseConvolution(linear).eval(), (image,)).buffer, trusted=True)
             exported = io.BytesIO()
             torch.onnx.export(linear, (x,), exported, dynamo=False)
             session = onnxruntime.InferenceSession(exported.getvalue(), options, providers=["CPUExecutionProvider"])
@@ -64,6 +82,7 @@ def measure(threads: int, runs: int, warmup: int) -> list[dict]:
 
             runners = [
                 Runner("xnnpack", lambda program=program, x=x: program.run((x,)), runs, warmup),
+                Runner("xnnpack-conv1x1", lambda conv1x1=conv1x1, image=image: conv1x1.run((image,)), runs, warmup),
                 Runner("onnxruntime", lambda session=session, feed=feed: session.run(None, feed), runs, warmup),
                 Runner("torch", eager, runs, warmup),
             ]

@@ -397,14 +397,16 @@ def gemm_kernels_section(result: dict) -> list[str]:
         f"torch {machine['torch']}, executorch {machine['executorch']}, onnxruntime {machine['onnxruntime']}. "
         f"Command: `{machine['command']}`. GFLOP/s of each runtime's median call, the runtimes called in turn.",
         "",
-        "| threads | rows x in -> out | XNNPACK | ONNX Runtime | PyTorch | XNNPACK / ONNX Runtime time |",
-        "|---|---|---|---|---|---|",
+        "| threads | rows x in -> out | XNNPACK | XNNPACK as a 1x1 convolution | ONNX Runtime | PyTorch "
+        "| XNNPACK / ONNX Runtime time |",
+        "|---|---|---|---|---|---|---|",
     ]
     for case in result["cases"]:
         rate, seconds = case["gflops"], case["median_s"]
+        conv1x1 = f"{rate['xnnpack-conv1x1']:.0f}" if "xnnpack-conv1x1" in rate else "–"  # older records lack it
         lines.append(
             f"| {case['threads']} | {case['rows']} x {case['in_features']} -> {case['out_features']} "
-            f"| {rate['xnnpack']:.0f} | {rate['onnxruntime']:.0f} | {rate['torch']:.0f} "
+            f"| {rate['xnnpack']:.0f} | {conv1x1} | {rate['onnxruntime']:.0f} | {rate['torch']:.0f} "
             f"| {seconds['xnnpack'] / seconds['onnxruntime']:.2f} |"
         )
     return [*lines, ""]
