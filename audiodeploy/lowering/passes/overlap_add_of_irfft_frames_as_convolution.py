@@ -231,19 +231,24 @@ def _trimmed_row(node: torch.fx.Node) -> tuple[torch.fx.Node, int] | Skip:
     """The division of the overlap-added row, selected and trimmed equally at both ends, and the trim."""
     current = node
     for _ in range(2):
-        (user,) = current.users if len(current.users) == 1 else (None,)
+        user = _only_user(current)
         if user is None or user.target != aten.select.int or list(user.args[1:]) != [1, 0]:
             return Skip("its row of samples is not selected as [batch, samples]")
         current = user
     trim = 0
-    (user,) = current.users if len(current.users) == 1 else (None,)
+    user = _only_user(current)
     if user is not None and user.target == aten.slice.Tensor:
         dim, start, end = (list(user.args[1:]) + [0, None, None])[:3]
         if dim not in (1, -1) or not isinstance(start, int) or not isinstance(end, int) or end != -start:
             return Skip("its samples are not trimmed equally at both ends")
         trim = start
         current = user
-        (user,) = current.users if len(current.users) == 1 else (None,)
+        user = _only_user(current)
     if user is None or user.target != aten.div.Tensor or user.args[0] is not current:
         return Skip("its samples are not divided by the window's envelope")
     return user, trim
+
+
+def _only_user(node: torch.fx.Node) -> torch.fx.Node | None:
+    """The one node that reads `node`; None if several or none do."""
+    return next(iter(node.users)) if len(node.users) == 1 else None

@@ -7,7 +7,7 @@ import torch
 from torch.export import Dim
 
 from audiodeploy.lowering.passes.inverse_stft_as_convolution import InverseStftAsConvolutionPass
-from tests.pipeline import export_aten, lower_what_stock_cannot_build
+from tests.pipeline import assert_program_matches_eager, export_aten, lower_what_stock_cannot_build
 
 FRAMES = Dim("frames", min=2, max=64)
 DYNAMIC = ({2: FRAMES}, {2: FRAMES})
@@ -92,12 +92,8 @@ def test_fp32_rewritten_program_equals_istft_at_any_frame_count(options):
     module = InverseStft(**options).eval()
     program = rewritten(module, spectrum(module.bins, 20))
     assert "window" not in program.state_dict  # in the kernels now
-    for frames in (2, 3, 9, 64):
-        inputs = spectrum(module.bins, frames, seed=frames)
-        expected = module(*inputs)
-        actual = program.module()(*inputs)
-        assert actual.shape == expected.shape
-        torch.testing.assert_close(actual, expected, atol=REWRITE_ATOL, rtol=REWRITE_RTOL)
+    cases = [spectrum(module.bins, frames, seed=frames) for frames in (2, 3, 9, 64)]
+    assert_program_matches_eager(program, module, cases, atol=REWRITE_ATOL, rtol=REWRITE_RTOL)
 
 
 def test_fp32_a_batch_of_spectra_of_fixed_length_is_rewritten_per_item():

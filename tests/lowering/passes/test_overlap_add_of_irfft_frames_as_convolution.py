@@ -10,7 +10,7 @@ from torch.export import Dim
 from audiodeploy.lowering.passes.overlap_add_of_irfft_frames_as_convolution import (
     OverlapAddOfIrfftFramesAsConvolutionPass,
 )
-from tests.pipeline import export_aten, lower_what_stock_cannot_build
+from tests.pipeline import assert_program_matches_eager, export_aten, lower_what_stock_cannot_build
 
 FRAMES = Dim("frames", min=2, max=64)
 DYNAMIC = ({1: FRAMES}, {1: FRAMES})
@@ -95,12 +95,8 @@ def test_fp32_rewritten_program_equals_the_model_at_any_frame_count(options):
     module = SamePaddingIstft(**options).eval()
     program = rewritten(module, spectrum(module.bins, 20))
     assert not any("window" in name for name in program.constants)  # in the kernels now
-    for frames in (2, 3, 9, 64):
-        inputs = spectrum(module.bins, frames, seed=frames)
-        expected = module(*inputs)
-        actual = program.module()(*inputs)
-        assert actual.shape == expected.shape
-        torch.testing.assert_close(actual, expected, atol=REWRITE_ATOL, rtol=REWRITE_RTOL)
+    cases = [spectrum(module.bins, frames, seed=frames) for frames in (2, 3, 9, 64)]
+    assert_program_matches_eager(program, module, cases, atol=REWRITE_ATOL, rtol=REWRITE_RTOL)
 
 
 def test_does_nothing_on_unequal_trims_or_another_divisor():
