@@ -1,8 +1,9 @@
 """Bring your own model: transformers' audio models, as a user would lower them, stock ExecuTorch vs audiodeploy.
 
-Each model of issue 22's table, and each other transformers audio model with ``weight_norm`` (UnivNet,
-WavTokenizer, X-Codec, Higgs Audio v2's tokenizer, Pocket TTS's audio tokenizer), is built from its transformers
-class with a small configuration (hidden 32, 2 layers, 2 heads, intermediate 64, a 32-channel feature encoder where
+Each model of issue 22's table, each other transformers audio model with ``weight_norm`` (UnivNet,
+WavTokenizer, X-Codec, Higgs Audio v2's tokenizer, Pocket TTS's audio tokenizer), and speech encoders without one
+that a user brings the same way (Parakeet's and LASR's CTC models, Moonshine's encoder), is built from its
+transformers class with a small configuration (hidden 32, 2 layers, 2 heads, intermediate 64, a 32-channel feature encoder where
 it has one; seeded random weights), wrapped so that ``forward`` takes one tensor and returns one, and lowered at a
 dynamic length twice, as the README tells a user:
 
@@ -76,13 +77,8 @@ NOTE_CHARS = 240
 """Where the table cuts an error line (symbolic sizes make some of torch.export's very long)."""
 
 # The small configuration of every speech encoder (the brief's sizes); each family adds its feature encoder.
-ENCODER = {
-    "vocab_size": 32,
-    "hidden_size": 32,
-    "num_hidden_layers": 2,
-    "num_attention_heads": 2,
-    "intermediate_size": 64,
-}
+ENCODER_LAYERS = {"hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 2, "intermediate_size": 64}
+ENCODER = {"vocab_size": 32, **ENCODER_LAYERS}
 WAV2VEC2_FEATURE_ENCODER = {"conv_dim": (32,) * 7}  # wav2vec2's 7 convolutions (kernels 10,3,3,3,3,2,2), 320 samples
 SEW_FEATURE_ENCODER = {"conv_dim": (32,) * 13}  # SEW's 13 convolutions (WFE-C), the same 320-sample stride
 
@@ -108,6 +104,10 @@ def ctc_logits(model, x):
 
 def ctc_logits_of_features(model, x):
     return model(input_features=x).logits
+
+
+def encoder_states(model, x):
+    return model.encoder(x).last_hidden_state
 
 
 def encodec_encode(model, x):
@@ -243,6 +243,8 @@ def _codes_length(hop: int, sampling_rate: int) -> Length:
 
 SPEECH = _waveform_length(320, 16_000)  # 25-200 frames of 320 samples; 50 (1 s) and 175 (3.5 s)
 FEATURES = Length(25, 200, example=50, other=175)  # Wav2Vec2-BERT's 50 feature frames a second
+MEL = Length(6, 50, example=13, other=43, unit=8)  # 100 mel frames a second, 8 to an encoder frame: 0.5-4 s
+MOONSHINE_SPEECH = _waveform_length(384, 16_000)  # Moonshine's convolutions stride 384 samples
 VOCODER = Length(10, 100, example=50, other=87)
 
 ENCODEC_WINDOW = Length(38, 38, example=38, other=38)
@@ -360,15 +362,23 @@ SEAMLESS_M4T_VOCODER = {
 }
 
 
-def _ctc(name: str, config: dict[str, Any], notes: str = "", attention: bool = True) -> Case:
+def _ctc(
+    name: str,
+    config: dict[str, Any],
+    notes: str = "",
+    attention: bool = True,
+    call: Callable[[torch.nn.Module, torch.Tensor], torch.Tensor] = ctc_logits,
+    length: Length = SPEECH,
+) -> Case:
+    """A speech encoder of 16 kHz waveforms: the class is the name's part before a ``-`` or a ``.``."""
     return Case(
         name=name,
         group="encoder",
-        model_class=name.split("-")[0],
+        model_class=name.split("-")[0].split(".")[0],
         config=config,
-        call=ctc_logits,
+        call=call,
         input_shape=(1, -1),
-        length=SPEECH,
+        length=length,
         input_kind="waveform",
         attention=attention,
         sampling_rate=16_000,
@@ -446,6 +456,39 @@ CASES: tuple[Case, ...] = (
         length=FEATURES,
         input_kind="features",
         attention=True,
+    ),
+    *(
+        Case(
+            name=name,
+            group="encoder",
+            model_class=name,
+            config={"vocab_size": 32, "encoder_config": {**ENCODER_LAYERS, "num_mel_bins": 80, **extra}},
+            call=ctc_logits_of_features,
+            input_shape=(1, -1, 80),
+            length=MEL,
+            input_kind="features",
+            attention=True,
+            notes="no weight norm: a speech encoder a user brings (log-mel frames in, characters out)",
+        )
+        for name, extra in (
+            ("ParakeetForCTC", {"subsampling_conv_channels": 16, "conv_kernel_size": 9}),
+            ("LasrForCTC", {}),
+        )
+    ),
+    _ctc(
+        "MoonshineModel.encoder",
+        {
+            "vocab_size": 32,
+            "hidden_size": 32,
+            "intermediate_size": 64,
+            "encoder_num_hidden_layers": 2,
+            "decoder_num_hidden_layers": 1,
+            "encoder_num_attention_heads": 2,
+            "decoder_num_attention_heads": 2,
+        },
+        "no weight norm: the encoder of a speech-to-text model (partial, interleaved rotary embeddings)",
+        call=encoder_states,
+        length=MOONSHINE_SPEECH,
     ),
     _codec("EncodecModel.encode", ENCODEC, encodec_encode, hop=320, rate=24_000, codebooks=2),
     _codec("EncodecModel.decode", ENCODEC, encodec_decode, hop=320, rate=24_000, codebooks=2),

@@ -6,6 +6,7 @@ It runs no program: :func:`lower` measures a quantized program through the calle
 
 from audiodeploy.lowering.pipeline import (
     DataDependentShapeError,
+    ExampleShapeError,
     FixedSizeError,
     LoweredProgram,
     LoweringOptions,
@@ -36,6 +37,7 @@ from audiodeploy.lowering.report import (
 __all__ = [
     "DataDependentShapeError",
     "DeclinedGemm",
+    "ExampleShapeError",
     "FixedSizeError",
     "Fold",
     "Fp32Gemm",

@@ -134,6 +134,10 @@ class FixedSizeError(AudiodeployError, ValueError):
     """A method whose code fixes a size that its dynamic shapes leave free (a loop over the frames, a branch)."""
 
 
+class ExampleShapeError(AudiodeployError, ValueError):
+    """A method whose example input's size is not of the form its dynamic shapes give (``320 * frames``)."""
+
+
 class RecurrentLengthError(FixedSizeError):
     """A method that runs a recurrent layer (``nn.LSTM``, ``nn.GRU``, ``nn.RNN``) over a dynamic length: ``torch.export``
     unrolls it at the example's length, so it lowers at a fixed window length only."""
@@ -316,9 +320,16 @@ def _export(name: str, method: Method, *, exact_integer_constants: bool) -> Expo
     except torch._dynamo.exc.UserError as error:  # the public class of torch.export's constraint errors
         if error.error_type is not torch._dynamo.exc.UserErrorType.CONSTRAINT_VIOLATION:
             raise
+        lines = [line.strip(" -") for line in str(error).splitlines() if line.strip()]
+        if lines and "to be of the form" in lines[0]:
+            raise ExampleShapeError(
+                f"{name}: {lines[0].replace('input Tensor', 'the example input')}; give an example input of that "
+                "form, or dynamic_shapes that its size fits"
+            ) from error
         _check_no_recurrence_over_dynamic_length(name, method, error)
-        # torch's first reason, without its advice on mark_dynamic, which is about torch.compile
-        violated = next((line.strip(" -") for line in str(error).splitlines()[1:] if line.strip()), str(error))
+        # torch's first reason (after its "Constraints violated" heading), without its advice on mark_dynamic, which
+        # is about torch.compile
+        violated = next(iter(lines[1:] if lines and lines[0].startswith("Constraints violated") else lines), str(error))
         violated = violated.split(". ")[0].rstrip(".")
         raise FixedSizeError(
             f"{name}: the model fixes a size that dynamic_shapes leaves free ({violated}); lower it at a fixed "

@@ -8,7 +8,7 @@ from torch.export import Dim
 
 import audiodeploy
 from audiodeploy.errors import AudiodeployError
-from audiodeploy.lowering import DataDependentShapeError, FixedSizeError, LoweringOptions
+from audiodeploy.lowering import DataDependentShapeError, ExampleShapeError, FixedSizeError, LoweringOptions
 from audiodeploy.runtime import Program
 
 
@@ -101,6 +101,20 @@ def test_a_loop_over_a_dynamic_length_is_one_error_that_says_to_use_windows():
         "specialized it to be a constant (16)); lower it"
     ), message
     assert "at a fixed length and run it in windows" in message and "\n" not in message, message
+
+
+def test_an_example_input_not_of_the_form_of_its_dynamic_shapes_is_one_error_that_says_so():
+    # torch's message is two lines, the second generic ("The error above occurred when calling torch.export.export").
+    with pytest.raises(ExampleShapeError) as raised:
+        audiodeploy.lower(
+            torch.nn.Linear(8, 8).eval(), (torch.randn(1, 20, 8),), dynamic_shapes=({1: 8 * Dim("frames", max=64)},)
+        )
+    message = str(raised.value)
+    assert message == (
+        "forward: Expected shape[1] = 20 of the example input to be of the form 8*frames, where frames is an integer; "
+        "give an example input of that form, or dynamic_shapes that its size fits"
+    ), message
+    assert isinstance(raised.value, ValueError) and raised.value.exit_status == 2
 
 
 class PadBackToEvenOrOdd(torch.nn.Module):

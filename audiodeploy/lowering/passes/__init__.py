@@ -33,6 +33,7 @@ from audiodeploy.lowering.passes.drop_masks_that_mask_nothing import DropMasksTh
 from audiodeploy.lowering.passes.drop_unread_constants import DropUnreadConstantsPass
 from audiodeploy.lowering.passes.embedding_as_one_hot_gemm import EmbeddingAsOneHotGemmPass
 from audiodeploy.lowering.passes.erf_gelu_as_gelu import ErfGeluAsGeluPass
+from audiodeploy.lowering.passes.feature_slices_as_linears import FeatureSlicesAsLinearsPass
 from audiodeploy.lowering.passes.full_like_as_clamp import FullLikeAsClampPass
 from audiodeploy.lowering.passes.indexing_of_length_cut_constants import IndexingOfLengthCutConstantsPass
 from audiodeploy.lowering.passes.integer_scalars_as_floats import IntegerScalarsAsFloatsPass
@@ -99,6 +100,7 @@ XNNPACK_REWRITES = (
     DecomposeNormalizationPass,  # emits means, reshapes, unsqueezes and squeezes
     SdpaAsMatmulsPass,  # emits 4-D matmuls
     AttentionHeadsAsBatchPass,  # emits reshapes
+    FeatureSlicesAsLinearsPass,  # after the passes above that take slices whole (a cat of slices, a head's slices)
     ReplicatePaddingAsConcatPass,  # emits reshapes and stride-1 convolutions
     ReflectPaddingAsConcatPass,  # the same selection as the one above; before the conv chain and reshape passes
     DepthwiseTransposedConvAsPhasesPass,  # emits unsqueezes and a reshape

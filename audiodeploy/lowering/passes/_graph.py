@@ -1009,3 +1009,40 @@ def sizes_at_range_ends(ranges: Mapping[sympy.Symbol, ValueRanges]) -> dict[str,
         for symbol, bounds in ranges.items()
     }
     return {"the shortest length": shortest, "the longest": longest}
+
+
+@dataclass(frozen=True)
+class FeatureSlice:
+    """``x[..., start:end:step]``: a slice of a float32 tensor's static last dimension with integer bounds."""
+
+    x: torch.fx.Node
+    start: int
+    end: int
+    step: int
+
+    @property
+    def features(self) -> range:
+        """The input features it takes, in order."""
+        return range(self.start, self.end, self.step)
+
+
+def feature_slice(node: object) -> FeatureSlice | Skip:
+    """``node`` as a :class:`FeatureSlice`, or why it is not one."""
+    if not isinstance(node, torch.fx.Node) or node.target != aten.slice.Tensor:
+        return Skip("not a slice")
+    given = arguments(node)
+    x_val = value(given["input"])
+    if x_val is None or x_val.dtype != torch.float32:
+        return Skip("it slices no float32 tensor")
+    if given["dim"] % x_val.dim() != x_val.dim() - 1:
+        return Skip("it slices another dimension than the last")
+    width = x_val.shape[-1]
+    if not isinstance(width, int):
+        return Skip("the last dimension's size is symbolic")
+    start, end, step = given["start"], given["end"], given["step"]
+    if not all(isinstance(bound, (int, type(None))) for bound in (start, end)) or not isinstance(step, int):
+        return Skip("its bounds are symbolic")
+    start, end, step = slice(start, end, step).indices(width)
+    if not range(start, end, step):
+        return Skip("it is empty")
+    return FeatureSlice(given["input"], start, end, step)

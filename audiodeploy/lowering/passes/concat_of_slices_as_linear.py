@@ -22,14 +22,23 @@ The pass leaves a concatenation as it is, and does nothing on a program without
 one, when it concatenates along another dimension than the last, the tensor is
 not float32, its shape is static (XNNPACK slices a static tensor), a piece is not
 a slice (or the negation of a slice) of the same tensor along that dimension with
-step 1 and integer bounds, or that dimension's size is symbolic.
+integer bounds (any step), or that dimension's size is symbolic.
 """
 
 from __future__ import annotations
 
 import torch
 
-from audiodeploy.lowering.passes._graph import NodeRewritePass, Skip, add_constant, arguments, insert_op, value
+from audiodeploy.lowering.passes._graph import (
+    FeatureSlice,
+    NodeRewritePass,
+    Skip,
+    add_constant,
+    arguments,
+    feature_slice,
+    insert_op,
+    value,
+)
 
 aten = torch.ops.aten
 
@@ -45,50 +54,25 @@ class ConcatOfSlicesAsLinearPass(NodeRewritePass):
         dim = given["dim"] % out.dim()
         if dim != out.dim() - 1:
             return Skip("concatenates along another dimension than the last")
-        picked: list[tuple[torch.fx.Node, int, int, int]] = []  # (x, start, end, sign)
+        picked: list[tuple[FeatureSlice, int]] = []  # (slice, sign)
         for piece in pieces:
             sign = 1
             if isinstance(piece, torch.fx.Node) and piece.target == aten.neg.default:
                 piece, sign = piece.args[0], -1
-            taken = _last_dim_slice(piece)
+            taken = feature_slice(piece)
             if isinstance(taken, Skip):
-                return taken
-            picked.append((taken[0], taken[1], taken[2], sign))
-        x = picked[0][0]
-        if any(p[0] is not x for p in picked):
+                return Skip(f"a piece is not a slice or the negation of a slice of the last dimension ({taken.reason})")
+            picked.append((taken, sign))
+        x = picked[0][0].x
+        if any(taken.x is not x for taken, _ in picked):
             return Skip("its pieces slice different tensors")
         x_val = value(x)
         assert x_val is not None
         if all(isinstance(size, int) for size in x_val.shape):
             return Skip("the tensor's shape is static: XNNPACK slices it")
-        width = x_val.shape[-1]
-        weight = torch.zeros(sum(end - start for _, start, end, _ in picked), width)
-        offset = 0
-        for _, start, end, sign in picked:
-            for j in range(end - start):
-                weight[offset + j, start + j] = sign
-            offset += end - start
+        features = [(feature, sign) for taken, sign in picked for feature in taken.features]
+        weight = torch.zeros(len(features), x_val.shape[-1])
+        for row, (feature, sign) in enumerate(features):
+            weight[row, feature] = sign
         constant = add_constant(self.exported_program, self.graph, f"{node.name}_selection", weight)
         return insert_op(self.graph, aten.linear.default, (x, constant), origin=node)
-
-
-def _last_dim_slice(piece: object) -> tuple[torch.fx.Node, int, int] | Skip:
-    """``(x, start, end)`` of ``piece = x[..., start:end]`` with integer bounds within a static last dimension."""
-    if not isinstance(piece, torch.fx.Node) or piece.target != aten.slice.Tensor:
-        return Skip("a piece is not a slice or the negation of a slice")
-    given = arguments(piece)
-    x_val = value(given["input"])
-    if x_val is None or x_val.dtype != torch.float32:
-        return Skip("a piece slices no float32 tensor")
-    if given["dim"] % x_val.dim() != x_val.dim() - 1:
-        return Skip("a piece slices another dimension than the last")
-    width = x_val.shape[-1]
-    if not isinstance(width, int):
-        return Skip("the last dimension's size is symbolic")
-    start, end, step = given["start"], given["end"], given["step"]
-    if step != 1 or not isinstance(start, (int, type(None))) or not isinstance(end, (int, type(None))):
-        return Skip("a piece's slice has a step or symbolic bounds")
-    start, end, _ = slice(start, end).indices(width)
-    if end <= start:
-        return Skip("a piece is empty")
-    return given["input"], start, end

@@ -41,11 +41,11 @@ Why this is safe: the pass proves it rather than samples it. It computes, for ev
 from, a lower and an upper bound on its elements, as expressions of the program's size symbols: ``arange(n)``
 lies in ``[0, n - 1]``, ``full(..., 0.)`` in ``[0, 0]``, an ``unsqueeze`` or ``expand`` keeps its input's bounds, a
 comparison is ``[1, 1]`` when its operands' bounds decide it, a ``where`` on an all-true condition takes its first
-operand's. The bounds are then bounded over the export range of each symbol (``bound_sympy``, torch's own interval
-arithmetic on sizes), so "all-true" holds at *every* length, not only at the lengths tried. Integer arithmetic is
-exact; float arithmetic is computed only on values every element of which is the same number, with PyTorch on one
-element of each operand's dtype, so with its rounding; dtype conversions round the bounds as the elements round
-(rounding is monotonic). Sizes read from the input (``sym_size``) and shapes of ``full_like`` carry no data. Then,
+operand's, an ``all`` or ``any`` of at least one element is true (false) where every element is. The bounds are
+then bounded over the export range of each symbol (``bound_sympy``, torch's own interval arithmetic on sizes), so
+"all-true" holds at *every* length, not only at the lengths tried. Integer arithmetic is exact; float arithmetic is
+computed only on values every element of which is the same number, with PyTorch on one element of each operand's
+dtype, so with its rounding; dtype conversions round the bounds as the elements round (rounding is monotonic). Sizes read from the input (``sym_size``) and shapes of ``full_like`` carry no data. Then,
 as a check on the rules themselves, the mask is computed with PyTorch at the shortest and the longest length and
 must be what the proof says. Dropping an all-true ``where`` condition or an all-false fill returns the selected
 operand bit for bit; adding a zero differs from not adding it only in the sign of a zero score, which a softmax
@@ -146,6 +146,11 @@ _ARITHMETIC = frozenset(
 )
 """Elementwise arithmetic: exact on integer bounds (add, sub, neg, mul); computed on values of one number."""
 _CONVERSIONS = frozenset({aten._to_copy.default, aten.to.dtype})
+_TRUTH_REDUCTIONS = frozenset(
+    {aten.all.default, aten.all.dim, aten.all.dims, aten.any.default, aten.any.dim, aten.any.dims}
+)
+"""Whether all (any) elements are true: a padding mask's "rows with no key" (transformers' Parakeet and LASR
+convolution modules)."""
 
 _EXACT_INTEGERS = 2**53
 """Integers up to this converts from int64 to float32 through float64 with a single rounding."""
@@ -338,12 +343,26 @@ class DropMasksThatMaskNothingPass(NodeRewritePass):
             return self._select(self._bounds_of(given["mask"]), filled, self._bounds_of(given["input"]))
         if target in _CONVERSIONS:
             return self._cast(self._bounds_of(args[0]), out.dtype)
+        if target in _TRUTH_REDUCTIONS:
+            return self._truth_reduction(node)
         if target is aten.cat.default and all(dtype_of(t) == out.dtype for t in args[0]):
             pieces = [self._bounds_of(t) for t in args[0]]
             return _Bounds(sympy.Min(*(p.lower for p in pieces)), sympy.Max(*(p.upper for p in pieces)))
         if target in _ARITHMETIC:
             return self._arithmetic(node, out.dtype)
         raise _NotProvable(f"{node.name} ({target}) is not an op whose bounds this pass knows")
+
+    def _truth_reduction(self, node: torch.fx.Node) -> _Bounds:
+        """``all`` or ``any`` of elements each true (false) is true (false), when it reduces at least one element:
+        of none, ``all`` is true and ``any`` false whatever the elements."""
+        given, reduced = arguments(node), value(node.args[0])
+        if reduced is None:
+            raise _NotProvable(f"{node.name} reduces what is not a tensor")
+        dims = given.get("dim")
+        dims = range(reduced.dim()) if dims is None else [dims] if isinstance(dims, int) else dims
+        if not all(self._always(_expr(reduced.shape[d]), operator.ge, 1) for d in dims):
+            raise _NotProvable(f"{node.name} may reduce no element")
+        return self._cast(self._bounds_of(node.args[0]), torch.bool)
 
     def _arange(self, node: torch.fx.Node, dtype: torch.dtype) -> _Bounds:
         given = arguments(node)

@@ -18,6 +18,19 @@ after export, and this pass, given to ``to_executorch`` in place of ExecuTorch's
 A symbol created after export keeps the shape environment's range. On a
 program without dynamic shapes the pass changes nothing.
 
+Each bound is also made tight. ``bound_sympy`` bounds an expression by interval
+arithmetic, operand by operand, and the views of a relative shift (a ``[T, 2T - 1]``
+product padded, seen as ``[2T, T]`` and back) reach memory planning as sizes like
+``(2 T²) // T``: bounded so, that is ``2 Tmax² // Tmin``, ten times ``2 Tmax`` over a
+tenfold range, and a size made of several such factors is planned at gigabytes, which
+the runtime then fails to allocate (transformers' Parakeet: 1.6 GB for a ``[2, 100, 199]``
+tensor). A bound that a size of one symbol reaches at an end of the symbol's range is
+tight (most sizes grow with the length); otherwise, over a range of at most
+:data:`MOST_EVALUATED_LENGTHS` values, the size is bounded by its largest value there,
+computed at each::
+
+    size (2 T²) // T, T in [10, 100]     bound_sympy: 2000     largest value: 200
+
 Unlike the rewrites, this is not a :class:`~audiodeploy.lowering.passes._graph.NodeRewritePass`: it replaces
 ExecuTorch's own memory-planning pass in ``to_executorch`` and so keeps that pass's shape, a ``PassBase`` that
 sets each node's ``TensorSpec`` on the edge program, changing no node.
@@ -25,6 +38,7 @@ sets each node's ``TensorSpec`` on the edge program, changing no node.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 
 import sympy
@@ -35,6 +49,12 @@ from torch.export import ExportedProgram
 from torch.fx.passes.infra.pass_base import PassBase, PassResult
 from torch.utils import _pytree as pytree
 from torch.utils._sympy.value_ranges import ValueRanges, bound_sympy
+
+MOST_EVALUATED_LENGTHS = 4096
+"""Most values of a symbol at which a size is computed to bound it (about a millisecond each): a range of frames
+(e.g. 50-500 for 1-10 s of 16 kHz audio at wav2vec2's 320-sample hop) is a few hundred. Over a wider range, such as
+one of samples, the bound is ``bound_sympy``'s, which is tight for the sizes such a range meets (multiples and
+strided-convolution lengths)."""
 
 
 def export_symbol_ranges(ep: ExportedProgram) -> dict[sympy.Symbol, ValueRanges]:
@@ -64,6 +84,11 @@ class PlanForExportRangePass(PassBase):
         node = size.node
         ranges = {**node.shape_env.var_to_range, **self.symbol_ranges}
         upper = bound_sympy(node.expr, ranges).upper
+        if isinstance(upper, sympy.Integer) and _reached_at_an_end(node.expr, ranges, int(upper)):
+            return int(upper)
+        largest = _largest_value(node.expr, ranges)
+        if largest is not None:
+            return largest
         if isinstance(upper, sympy.Integer):
             return int(upper)
         return eval_upper_bound(size)  # unbounded: ExecuTorch's own rule (the example's size)
@@ -78,3 +103,40 @@ class PlanForExportRangePass(PassBase):
                         spec.shape = [self.upper_bound(s) for s in spec.shape]
                         spec.stride = [self.upper_bound(s) for s in spec.stride]
         return PassResult(graph_module, True)
+
+
+@functools.cache
+def _largest_value_over(expr: sympy.Expr, symbol: sympy.Symbol, lower: int, upper: int) -> int | None:
+    largest = None
+    for length in range(lower, upper + 1):
+        value = expr.xreplace({symbol: sympy.Integer(length)})
+        if not isinstance(value, sympy.Integer):
+            return None  # not an integer at some length (a size never is): leave it to bound_sympy
+        largest = int(value) if largest is None else max(largest, int(value))
+    return largest
+
+
+def _reached_at_an_end(expr: sympy.Expr, ranges: Mapping[sympy.Symbol, ValueRanges], bound: int) -> bool:
+    """Whether ``expr`` of one symbol is ``bound`` at an end of the symbol's range: then the bound is tight (most
+    sizes, multiples and strided-convolution lengths, grow with the length)."""
+    if len(expr.free_symbols) != 1:
+        return False
+    (symbol,) = expr.free_symbols
+    bounds = ranges.get(symbol)
+    ends = [] if bounds is None else [b for b in (bounds.upper, bounds.lower) if isinstance(b, sympy.Integer)]
+    return any(expr.xreplace({symbol: end}) == bound for end in ends)
+
+
+def _largest_value(expr: sympy.Expr, ranges: Mapping[sympy.Symbol, ValueRanges]) -> int | None:
+    """The largest value of ``expr`` over its one symbol's range, or None: more symbols, an unbounded or a wide
+    range."""
+    if len(expr.free_symbols) != 1:
+        return None
+    (symbol,) = expr.free_symbols
+    bounds = ranges.get(symbol)
+    if bounds is None or not isinstance(bounds.lower, sympy.Integer) or not isinstance(bounds.upper, sympy.Integer):
+        return None
+    lower, upper = int(bounds.lower), int(bounds.upper)
+    if upper - lower + 1 > MOST_EVALUATED_LENGTHS:
+        return None
+    return _largest_value_over(expr, symbol, lower, upper)

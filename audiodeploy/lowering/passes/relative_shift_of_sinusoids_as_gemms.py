@@ -35,6 +35,9 @@ they replace costs ``2D`` (``D`` per entry of a ``[T, 2T - 1]`` grid): a table o
 
 The frequencies are read off the table: its columns come in pairs whose squares sum to a constant along the
 positions and whose phase ``atan2`` grows linearly (interleaved or split layouts alike), each pair one frequency.
+The table is a constant that ``P`` cuts by the length (Wav2Vec2-Conformer's buffer), or else the last value that
+``P`` computes from the length before it reads a parameter (transformers' Parakeet computes ``sin`` and ``cos`` of
+an ``arange`` of the distances on every call), read at the longest length.
 ``U`` and ``V`` are fitted (least squares, float64) to ``P`` computed at the longest length of the exported range,
 the fit checked there, and ``P`` at the shortest length checked to be the same rows at the same distances. The
 cosines and sines are computed in float64 from the fitted frequencies: more exact than the table, whose float32
@@ -45,7 +48,8 @@ The pass leaves the shift as it is, and does nothing on a program without one, w
 the skew saves), the chain is not exactly that (a zero ``pad(1, 0)``, or a ``cat`` after a zero column, of a
 ``[.., T, 2T - 1]`` float32 product, the views, the slices, each read only by the next), ``P`` is computed from
 more than constants and the length, the length has no finite range of one symbol, or ``P``'s rows are not
-sinusoids of the frequencies of a table they are computed from.
+sinusoids of the frequencies of a table they are computed from (one constant table cut by the length, or one
+computed from it).
 """
 
 from __future__ import annotations
@@ -57,6 +61,7 @@ import numpy as np
 import sympy
 import torch
 from torch.export import ExportedProgram
+from torch.export.graph_signature import InputKind
 from torch.fx.experimental.symbolic_shapes import statically_known_true
 
 from audiodeploy.lowering.passes._graph import (
@@ -128,7 +133,7 @@ class RelativeShiftOfSinusoidsAsGemmsPass(NodeRewritePass):
         ):
             return Skip("its position side is computed from more than constants and the length")
         order = [n for n in self.graph.nodes if n in computation]
-        frequencies = self._table_frequencies(order)
+        frequencies = self._table_frequencies(order, symbol, high)
         if isinstance(frequencies, Skip):
             return frequencies
         head_size = int(p.shape[-2])
@@ -154,8 +159,10 @@ class RelativeShiftOfSinusoidsAsGemmsPass(NodeRewritePass):
             self.graph.erase_node(check)
         return {result: self._scores(result, query, p.shape[:-1], cosines, sines, frequencies, longest)}
 
-    def _table_frequencies(self, order: list[torch.fx.Node]) -> np.ndarray | Skip:
-        """The frequencies of the constant table that the position side cuts by the length (radians per row)."""
+    def _table_frequencies(self, order: list[torch.fx.Node], symbol: sympy.Symbol, longest: int) -> np.ndarray | Skip:
+        """The frequencies of the table the position side is computed from (radians per row): a constant table
+        that it cuts by the length, or else one that it computes from the length (``sin`` and ``cos`` of an
+        ``arange`` of distances), read at the longest length."""
         cuts = [
             n
             for n in order
@@ -166,12 +173,45 @@ class RelativeShiftOfSinusoidsAsGemmsPass(NodeRewritePass):
             )
         ]
         tables = {n.args[0] for n in cuts}
-        if len(tables) != 1:
+        if len(tables) > 1:
             return Skip(f"its position side cuts {len(tables)} constant tables by the length, not one")
-        cut = cuts[0]
-        table = self.constants[cut.args[0]].double()
-        rows = table.movedim(arguments(cut)["dim"], 0).reshape(table.shape[arguments(cut)["dim"]], -1).numpy()
+        if tables:
+            cut = cuts[0]
+            table, dim = self.constants[cut.args[0]].double(), arguments(cut)["dim"]
+        else:
+            computed = self._computed_table(order)
+            if computed is None:
+                return Skip("its position side neither cuts a constant table by the length nor computes one from it")
+            node, dim = computed
+            table = evaluated_at(order, node, self.constants, symbol, longest).double()
+        rows = table.movedim(dim, 0).reshape(table.shape[dim], -1).numpy()
         return _frequencies(rows)
+
+    def _computed_table(self, order: list[torch.fx.Node]) -> tuple[torch.fx.Node, int] | None:
+        """(the last value of ``order`` computed from the length and no parameter, its dimension of distances):
+        the table that the position side projects with its parameters (transformers' Parakeet)."""
+        parameters = {
+            node
+            for node, spec in zip(
+                self.graph.find_nodes(op="placeholder"), self.exported_program.graph_signature.input_specs
+            )
+            if spec.kind == InputKind.PARAMETER
+        }
+        reads_parameters = set(parameters)
+        for node in order:
+            if any(a in reads_parameters for a in node.all_input_nodes):
+                reads_parameters.add(node)
+        for node in reversed(order):
+            if (
+                node in reads_parameters
+                or node.op != "call_function"
+                or not isinstance(node.meta.get("val"), torch.Tensor)
+            ):
+                continue
+            symbolic = [d for d, size in enumerate(tensor_of(node).shape) if not isinstance(size, int)]
+            if len(symbolic) == 1:
+                return node, symbolic[0]
+        return None
 
     def _scores(
         self,

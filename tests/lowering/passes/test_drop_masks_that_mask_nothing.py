@@ -106,3 +106,33 @@ def test_does_nothing_on_a_program_without_a_mask():
     rewrite = DropMasksThatMaskNothingPass(ep)
     assert not rewrite(ep.graph_module).modified
     assert rewrite.skipped == []
+
+
+class PaddedRowsFill(torch.nn.Module):
+    """transformers' Parakeet and LASR convolution modules: the frames whose mask row allows no key (padding) are
+    zeroed before a convolution, ``masked_fill(all(~mask, dim=2), 0)``."""
+
+    def __init__(self, keep) -> None:
+        super().__init__()
+        self.keep = keep
+        self.conv = torch.nn.Conv1d(32, 32, 3, padding=1)
+
+    def forward(self, x):
+        no_key = torch.all(~self.keep(x.shape[1]), dim=2)  # [1, 1, T]
+        return self.conv(x.transpose(1, 2).masked_fill(no_key, 0.0))
+
+
+def test_fp32_a_fill_of_the_rows_a_mask_that_masks_nothing_empties_is_dropped():
+    torch.manual_seed(0)
+    cases = [(torch.randn(1, 20, 32),), *attention_ends()]
+    counts = {**dict.fromkeys(MASK_OPS, 0), "aten.all.dim": 0}
+    assert_rewrites(PaddedRowsFill(nothing_masked).eval(), cases, PASS, counts, dynamic_shapes=DYNAMIC)
+
+
+def test_a_fill_of_the_rows_of_a_mask_that_masks_something_is_kept():
+    ep = export_aten(PaddedRowsFill(causal).eval(), (torch.randn(1, 20, 32),), DYNAMIC)
+    rewrite = DropMasksThatMaskNothingPass(ep)
+    assert not rewrite(ep.graph_module).modified
+    assert [reason for _, reason in rewrite.skipped] == [
+        "its mask is not provably all-false at every length of the export range"
+    ]

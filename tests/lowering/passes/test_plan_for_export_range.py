@@ -42,3 +42,30 @@ def test_fp32_derived_length_runs_at_the_top_of_its_exported_range():
         dynamic_shapes=({1: 320 * frames},),
         also_run=[(torch.randn(1, 320 * 500),)],
     )
+
+
+class RelativeShift(torch.nn.Module):
+    """Transformer-XL's relative shift of ``[T, 2T - 1]`` scores, written as transformers' Parakeet writes it: the
+    first view infers a size (``2T² // T``) that interval arithmetic bounds at ``2 Tmax² // Tmin``. Frames of two
+    input rows, as a strided front end gives them (exported from the frames themselves, the views' sizes guard)."""
+
+    def forward(self, x):
+        x = torch.nn.functional.avg_pool1d(x.transpose(1, 2), 2).transpose(1, 2)  # [1, T, 8]
+        heads = x.view(1, x.shape[1], 2, -1).transpose(1, 2)  # [1, 2, T, 4]
+        positions = torch.cat([heads, heads[:, :, 1:]], dim=2)  # [1, 2, 2T - 1, D]
+        scores = heads @ positions.transpose(2, 3)  # [1, 2, T, 2T - 1]
+        batch, count, queries, distances = scores.shape
+        scores = torch.nn.functional.pad(scores, (1, 0)).view(batch, count, -1, queries)  # [1, 2, 2T, T]
+        return scores[:, :, 1:].view(batch, count, queries, distances)[..., :queries]
+
+
+def test_fp32_relative_shift_views_are_planned_at_their_largest_size_not_an_interval_bound():
+    # Planned by bound_sympy alone, the program asks for gigabytes and does not load.
+    torch.manual_seed(0)
+    frames = Dim("frames", min=10, max=100)
+    lower_and_compare(
+        RelativeShift().eval(),
+        (torch.randn(1, 80, 8),),
+        dynamic_shapes=({1: 2 * frames},),
+        also_run=[(torch.randn(1, 20, 8),), (torch.randn(1, 200, 8),)],
+    )

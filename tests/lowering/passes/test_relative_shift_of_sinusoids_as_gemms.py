@@ -3,7 +3,6 @@ import math
 import torch
 from torch.export import Dim
 
-import audiodeploy
 from audiodeploy.lowering.passes.relative_shift_of_sinusoids_as_gemms import RelativeShiftOfSinusoidsAsGemmsPass
 from tests.pipeline import assert_rewrites, export_aten, lower_and_compare
 
@@ -35,11 +34,15 @@ class RelativeShiftScores(torch.nn.Module):
         self.linear_q = torch.nn.Linear(WIDTH, WIDTH)
         self.pos_bias_v = torch.nn.Parameter(torch.randn(heads, WIDTH // heads))
 
+    def table(self, n: int) -> torch.Tensor:
+        """The sinusoids of distances ``n - 1 .. -(n - 1)``: ``[1, 2n - 1, WIDTH]``."""
+        center = self.pe.shape[1] // 2
+        return self.pe[:, center - n + 1 : center + n]
+
     def forward(self, signal):
         x = signal.view(1, -1, WIDTH)
         n = x.shape[1]
-        center = self.pe.shape[1] // 2
-        positions = self.linear_pos(self.pe[:, center - n + 1 : center + n])
+        positions = self.linear_pos(self.table(n))
         positions = positions.view(1, -1, self.heads, self.head_dim).permute(0, 2, 3, 1)
         q = self.linear_q(x).view(1, n, self.heads, self.head_dim).transpose(1, 2)
         scores = self.shift(torch.matmul(q + self.pos_bias_v[None, :, None, :], positions))
@@ -63,25 +66,38 @@ class EspnetRelativeShiftScores(RelativeShiftScores):
         return padded[:, :, 1:].view_as(scores)[:, :, :, : scores.size(-1) // 2 + 1]
 
 
+class ComputedRelativeShiftScores(RelativeShiftScores):
+    """transformers' Parakeet: the sinusoids computed from the length on every call, not cut from a table."""
+
+    def __init__(self, heads: int = HEADS) -> None:
+        super().__init__(torch.zeros(1, 1, WIDTH), heads)
+        self.register_buffer("inv_freq", 1.0 / 10000 ** (torch.arange(0, WIDTH, 2).float() / WIDTH), persistent=False)
+
+    def table(self, n: int) -> torch.Tensor:
+        phases = torch.arange(n - 1, -n, -1)[:, None].float() * self.inv_freq
+        return torch.stack([phases.sin(), phases.cos()], dim=-1).reshape(1, 2 * n - 1, WIDTH)
+
+
 def _frames(n: int) -> tuple[torch.Tensor]:
     return (torch.randn(1, n * WIDTH),)
 
 
 def test_fp32_the_relative_shift_is_one_delegate_at_a_dynamic_length():
-    torch.manual_seed(0)
-    module = RelativeShiftScores(sinusoids(TABLE_POSITIONS, WIDTH, interleaved=True)).eval()
-    # Not run: ExecuTorch 1.5.1 fails to load this program (MemoryAllocationFailed parsing a tensor).
-    options = audiodeploy.LoweringOptions(rewrite=False)
-    stock = audiodeploy.lower(module, _frames(20), dynamic_shapes=({1: SIGNAL},), options=options).report
-    stock_forward = stock.methods["forward"]
-    report = lower_and_compare(
-        module, _frames(20), dynamic_shapes=({1: SIGNAL},), also_run=[_frames(4), _frames(48), _frames(33)]
-    )
-    assert stock_forward.delegates > 1, stock_forward
-    assert "RelativeShiftOfSinusoidsAsGemmsPass" in report.rewrites, report.rewrites
-    # The cosines and sines cut to the length (read from the input) before the delegate, as a cut constant is.
-    assert report.delegates == 1, report
-    assert set(report.ops_outside_delegates) <= {"aten.slice_copy", "sym_size.int"}, report
+    for module_class in (RelativeShiftScores, ComputedRelativeShiftScores):
+        torch.manual_seed(0)
+        module = (
+            RelativeShiftScores(sinusoids(TABLE_POSITIONS, WIDTH, interleaved=True))
+            if module_class is RelativeShiftScores
+            else ComputedRelativeShiftScores()
+        ).eval()
+        lengths = [_frames(4), _frames(48), _frames(33)]
+        stock = lower_and_compare(module, _frames(20), rewrite=False, dynamic_shapes=({1: SIGNAL},), also_run=lengths)
+        report = lower_and_compare(module, _frames(20), dynamic_shapes=({1: SIGNAL},), also_run=lengths)
+        assert stock.delegates > 1, stock
+        assert "RelativeShiftOfSinusoidsAsGemmsPass" in report.rewrites, report.rewrites
+        # The cosines and sines cut to the length (read from the input) before the delegate, as a cut constant is.
+        assert report.delegates == 1, report
+        assert set(report.ops_outside_delegates) <= {"aten.slice_copy", "sym_size.int"}, report
 
 
 def test_fp32_both_table_layouts_and_both_zero_columns_become_gemms_and_no_constant_grows_with_the_table():
