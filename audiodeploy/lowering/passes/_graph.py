@@ -1046,3 +1046,12 @@ def feature_slice(node: object) -> FeatureSlice | Skip:
     if not range(start, end, step):
         return Skip("it is empty")
     return FeatureSlice(given["input"], start, end, step)
+
+
+def selection_weight(picked: Sequence[tuple[int, float]], width: int) -> torch.Tensor:
+    """A linear's weight ``[len(picked), width]`` whose row ``j`` takes input feature ``picked[j][0]`` times
+    ``picked[j][1]`` (a sign) and nothing else."""
+    weight = torch.zeros(len(picked), width)
+    for row, (feature, sign) in enumerate(picked):
+        weight[row, feature] = sign
+    return weight

@@ -37,6 +37,7 @@ from audiodeploy.lowering.passes._graph import (
     arguments,
     feature_slice,
     insert_op,
+    selection_weight,
     value,
 )
 
@@ -71,8 +72,6 @@ class ConcatOfSlicesAsLinearPass(NodeRewritePass):
         if all(isinstance(size, int) for size in x_val.shape):
             return Skip("the tensor's shape is static: XNNPACK slices it")
         features = [(feature, sign) for taken, sign in picked for feature in taken.features]
-        weight = torch.zeros(len(features), x_val.shape[-1])
-        for row, (feature, sign) in enumerate(features):
-            weight[row, feature] = sign
+        weight = selection_weight(features, x_val.shape[-1])
         constant = add_constant(self.exported_program, self.graph, f"{node.name}_selection", weight)
         return insert_op(self.graph, aten.linear.default, (x, constant), origin=node)

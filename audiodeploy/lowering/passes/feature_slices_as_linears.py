@@ -32,6 +32,7 @@ from audiodeploy.lowering.passes._graph import (
     feature_slice,
     insert_op,
     is_static,
+    selection_weight,
     value,
 )
 
@@ -58,8 +59,6 @@ class FeatureSlicesAsLinearsPass(NodeRewritePass):
             return Skip(f"its {width} features are more than {MOST_FEATURES}: the product would cost a projection")
         if list(taken.features) == list(range(width)):
             return Skip("it takes every feature")
-        weight = torch.zeros(len(taken.features), width)
-        for row, feature in enumerate(taken.features):
-            weight[row, feature] = 1.0
+        weight = selection_weight([(feature, 1.0) for feature in taken.features], width)
         constant = add_constant(self.exported_program, self.graph, f"{node.name}_selection", weight)
         return insert_op(self.graph, aten.linear.default, (taken.x, constant), origin=node)

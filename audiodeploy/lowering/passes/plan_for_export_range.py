@@ -84,11 +84,20 @@ class PlanForExportRangePass(PassBase):
         node = size.node
         ranges = {**node.shape_env.var_to_range, **self.symbol_ranges}
         upper = bound_sympy(node.expr, ranges).upper
-        if isinstance(upper, sympy.Integer) and _reached_at_an_end(node.expr, ranges, int(upper)):
-            return int(upper)
-        largest = _largest_value(node.expr, ranges)
-        if largest is not None:
-            return largest
+        span = _one_symbol_range(node.expr, ranges)
+        if span is not None:
+            symbol, lower, top = span
+            # A bound reached at an end of the range is tight (most sizes grow with the length); otherwise the
+            # largest value over a narrow enough range is.
+            if isinstance(upper, sympy.Integer) and any(
+                node.expr.xreplace({symbol: end}) == upper for end in (top, lower)
+            ):
+                return int(upper)
+            largest = (
+                _largest_value_over(node.expr, symbol, lower, top) if top - lower < MOST_EVALUATED_LENGTHS else None
+            )
+            if largest is not None:
+                return largest
         if isinstance(upper, sympy.Integer):
             return int(upper)
         return eval_upper_bound(size)  # unbounded: ExecuTorch's own rule (the example's size)
@@ -116,27 +125,14 @@ def _largest_value_over(expr: sympy.Expr, symbol: sympy.Symbol, lower: int, uppe
     return largest
 
 
-def _reached_at_an_end(expr: sympy.Expr, ranges: Mapping[sympy.Symbol, ValueRanges], bound: int) -> bool:
-    """Whether ``expr`` of one symbol is ``bound`` at an end of the symbol's range: then the bound is tight (most
-    sizes, multiples and strided-convolution lengths, grow with the length)."""
-    if len(expr.free_symbols) != 1:
-        return False
-    (symbol,) = expr.free_symbols
-    bounds = ranges.get(symbol)
-    ends = [] if bounds is None else [b for b in (bounds.upper, bounds.lower) if isinstance(b, sympy.Integer)]
-    return any(expr.xreplace({symbol: end}) == bound for end in ends)
-
-
-def _largest_value(expr: sympy.Expr, ranges: Mapping[sympy.Symbol, ValueRanges]) -> int | None:
-    """The largest value of ``expr`` over its one symbol's range, or None: more symbols, an unbounded or a wide
-    range."""
+def _one_symbol_range(
+    expr: sympy.Expr, ranges: Mapping[sympy.Symbol, ValueRanges]
+) -> tuple[sympy.Symbol, int, int] | None:
+    """(the symbol, its lowest and its highest value) of an expression of one symbol with a finite range, or None."""
     if len(expr.free_symbols) != 1:
         return None
     (symbol,) = expr.free_symbols
     bounds = ranges.get(symbol)
     if bounds is None or not isinstance(bounds.lower, sympy.Integer) or not isinstance(bounds.upper, sympy.Integer):
         return None
-    lower, upper = int(bounds.lower), int(bounds.upper)
-    if upper - lower + 1 > MOST_EVALUATED_LENGTHS:
-        return None
-    return _largest_value_over(expr, symbol, lower, upper)
+    return symbol, int(bounds.lower), int(bounds.upper)
