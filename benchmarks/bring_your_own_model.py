@@ -80,6 +80,7 @@ NOTE_CHARS = 240
 ENCODER_LAYERS = {"hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 2, "intermediate_size": 64}
 ENCODER = {"vocab_size": 32, **ENCODER_LAYERS}
 WAV2VEC2_FEATURE_ENCODER = {"conv_dim": (32,) * 7}  # wav2vec2's 7 convolutions (kernels 10,3,3,3,3,2,2), 320 samples
+RELATIVE_SHIFT_OUTSIDE = {"hidden_size": 64, "num_attention_heads": 16, "intermediate_size": 64}
 SEW_FEATURE_ENCODER = {"conv_dim": (32,) * 13}  # SEW's 13 convolutions (WFE-C), the same 320-sample stride
 
 
@@ -441,6 +442,12 @@ CASES: tuple[Case, ...] = (
     _ctc(
         "Wav2Vec2ConformerForCTC-relative",
         {**ENCODER, **WAV2VEC2_FEATURE_ENCODER, "position_embeddings_type": "relative"},
+    ),
+    _ctc(
+        "Wav2Vec2ConformerForCTC-relative-16-heads",
+        {**ENCODER, **WAV2VEC2_FEATURE_ENCODER, "position_embeddings_type": "relative", **RELATIVE_SHIFT_OUTSIDE},
+        "16 heads of 4 features: the sinusoid products would cost 16 times the scores' (rel-pos-large's 16 heads "
+        "of 64: 8 times), so the relative shift stays outside the delegate",
     ),
     _ctc(
         "Wav2Vec2ConformerForCTC-rotary",

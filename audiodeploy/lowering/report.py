@@ -10,6 +10,7 @@ import torch
 from torch.export import ExportedProgram
 
 from audiodeploy.lowering.passes._gemms import GEMM_STATIC_SLOTS, gemm_label
+from audiodeploy.lowering.passes._graph import input_sizes
 from audiodeploy.program.sizes import SizeTree, to_tree
 
 _DELEGATE_CALL = torch.ops.higher_order.executorch_call_delegate
@@ -440,25 +441,6 @@ def _value(argument: object) -> torch.Tensor | None:
 
 
 def _size_symbols(program: ExportedProgram) -> dict[str, tuple[int, int, int, int]]:
-    """Where a size expression reads each size symbol: an input dimension of size ``a * symbol + b`` (export
-    writes a length of 320 frames plus 80 samples so), as (input index, dimension, a, b)."""
-    symbols: dict[str, tuple[int, int, int, int]] = {}
-    inputs = [n for n in program.graph.nodes if n.op == "placeholder" and n.name in _user_input_names(program)]
-    for index, node in enumerate(inputs):
-        value = node.meta.get("val")
-        for dim, size in enumerate(getattr(value, "shape", ())):
-            if not isinstance(size, torch.SymInt) or len(size.node.expr.free_symbols) != 1:
-                continue
-            expression = size.node.expr
-            (symbol,) = expression.free_symbols
-            polynomial = expression.as_poly(symbol)
-            if polynomial is None or polynomial.degree() != 1:
-                continue
-            a, b = polynomial.all_coeffs()
-            if a.is_Integer and b.is_Integer and a > 0:
-                symbols.setdefault(str(symbol), (index, dim, int(a), int(b)))
-    return symbols
-
-
-def _user_input_names(program: ExportedProgram) -> set[str]:
-    return set(program.graph_signature.user_inputs)
+    """Where a size expression reads each size symbol: an input dimension of size ``a * symbol + b``, as (input
+    index, dimension, a, b)."""
+    return {str(symbol): (at.index, at.dim, at.a, at.b) for symbol, at in input_sizes(program).items()}

@@ -52,6 +52,7 @@ from audiodeploy.lowering.passes.replicate_padding_as_concat import ReplicatePad
 from audiodeploy.lowering.passes.reshape_round_trips_around_row_ops import ReshapeRoundTripsAroundRowOpsPass
 from audiodeploy.lowering.passes.sdpa_as_matmuls import SdpaAsMatmulsPass
 from audiodeploy.lowering.passes.size_min_max_as_arithmetic import SizeMinMaxAsArithmeticPass
+from audiodeploy.lowering.passes.sizes_read_from_inputs import SizesReadFromInputsPass
 from audiodeploy.lowering.passes.split_as_linears import SplitAsLinearsPass
 from audiodeploy.lowering.passes.squeeze_unsqueeze_pairs import SqueezeUnsqueezePairsPass
 from audiodeploy.lowering.passes.static_reshape import StaticReshapePass
@@ -115,6 +116,7 @@ XNNPACK_REWRITES = (
     LstmAsStepsPass,  # late: its slices, cats and permutes are static; no pass after it takes them apart
     IntegerScalarsAsFloatsPass,  # late: also the integer scalars the rewrites above emit
     StaticReshapePass,  # every reshape the others left or emitted
+    SizesReadFromInputsPass,  # after every rewrite that reads a size
     DropUnreadConstantsPass,  # last: what the model never read, and what the rewrites above left unread
 )
 

@@ -281,6 +281,37 @@ def is_static(size: int | torch.SymInt) -> bool:
     return isinstance(size, int) or not free_symbols(size)
 
 
+@dataclass(frozen=True)
+class InputSize:
+    """Where a size symbol is read: dimension ``dim`` of the program's input ``index`` (``node``) has the size
+    ``a * symbol + b`` (export writes a length of 320 frames plus 80 samples so)."""
+
+    node: torch.fx.Node
+    index: int
+    dim: int
+    a: int
+    b: int
+
+
+def input_sizes(ep: ExportedProgram) -> dict[sympy.Symbol, InputSize]:
+    """Each size symbol an input dimension is a multiple of (plus a number): the first such dimension."""
+    sizes: dict[sympy.Symbol, InputSize] = {}
+    names = set(ep.graph_signature.user_inputs)
+    inputs = [node for node in ep.graph.nodes if node.op == "placeholder" and node.name in names]
+    for index, node in enumerate(inputs):
+        for dim, size in enumerate(getattr(node.meta.get("val"), "shape", ())):
+            if not isinstance(size, torch.SymInt) or len(size.node.expr.free_symbols) != 1:
+                continue
+            (symbol,) = size.node.expr.free_symbols
+            polynomial = size.node.expr.as_poly(symbol)
+            if polynomial is None or polynomial.degree() != 1:
+                continue
+            a, b = polynomial.all_coeffs()
+            if a.is_Integer and b.is_Integer and a > 0:
+                sizes.setdefault(symbol, InputSize(node, index, dim, int(a), int(b)))
+    return sizes
+
+
 def static_view_sizes(shape: Sequence[int | torch.SymInt]) -> list[int] | None:
     """``shape`` with its one symbolic size written as ``-1``; ``None`` if it has more than one.
 

@@ -30,8 +30,10 @@ Every reshape then has one size that depends on ``T`` (see
 The region rewritten starts at a 4-D ``matmul`` whose operands and result have a
 leading size of 1 and the same second size (no broadcasting), and grows through
 the ops that leave dimension 0 alone: ``transpose``/``permute`` not moving it,
-``softmax`` over another dimension, ``clone``, ``slice`` of another dimension, a
-reshape to the shape it already has,
+``softmax`` over another dimension, ``clone``, ``slice``, ``cat`` and constant padding of the other dimensions, a
+reshape from one shape with the leading 1 to another (a Transformer-XL relative shift's skew: where its view has
+two sizes that depend on the length, that view and the slices around it run outside the delegate, on the 3-D
+tensors, as they ran on the 4-D ones, and the products and the softmax around them stay batched matmuls inside it),
 and arithmetic with a Python scalar, with another such 4-D tensor (an attention
 mask added to the scores, and what computes it) or with a tensor of at most two dimensions (a mask of
 ``[queries, keys]``, which broadcasts against the 3-D region as against the 4-D one, and is read as it is). A tensor entering the region is
@@ -49,10 +51,12 @@ import torch
 
 from audiodeploy.lowering.passes._graph import (
     ARITHMETIC,
+    CONSTANT_PADDINGS,
     RESHAPES,
     NodeRewritePass,
     Skip,
     add_constant,
+    constant_padding,
     insert_op,
     insert_reshape,
     static_view_sizes,
@@ -97,6 +101,8 @@ def _keeps_batch_dim(node: torch.fx.Node) -> bool:
     if node.op != "call_function" or not _unit_batch_4d(node):
         return False
     target, args = node.target, node.args
+    if target == aten.cat.default:
+        return all(_unit_batch_4d(t) for t in args[0]) and len(args) > 1 and args[1] % 4 != 0
     if not _unit_batch_4d(args[0]):
         return False
     if target == aten.transpose.int:
@@ -110,7 +116,9 @@ def _keeps_batch_dim(node: torch.fx.Node) -> bool:
     if target == aten.slice.Tensor:
         return args[1] % 4 != 0
     if target in RESHAPES:
-        return list(tensor_of(args[0]).shape) == list(tensor_of(node).shape)  # a reshape to the same shape
+        return True  # both shapes lead with the 1: the rest reshapes alone
+    if (padding := constant_padding(node)) is not None:
+        return len(padding[1]) <= 6  # F.pad's pairs from the last dimension: dimension 0 is not padded
     if target in _ARITHMETIC:
         if len(args) != 2 or node.kwargs:
             return False
@@ -196,12 +204,19 @@ def _grow_region(seed: torch.fx.Node, claimed: set[torch.fx.Node]) -> set[torch.
     stack = [seed]
     while stack:
         node = stack.pop()
-        neighbours = [*node.users, *(a for a in node.args[:2] if isinstance(a, torch.fx.Node))]
+        neighbours = [*node.users, *_tensor_operands(node)]
         for other in neighbours:
             if other not in region and other not in claimed and _keeps_batch_dim(other):
                 region.add(other)
                 stack.append(other)
     return region
+
+
+def _tensor_operands(node: torch.fx.Node) -> list[torch.fx.Node]:
+    """The tensors ``node`` computes on: its first two arguments, or the tensors a ``cat`` joins (not the sizes a
+    reshape reads)."""
+    operands = node.args[0] if node.target == aten.cat.default else node.args[:2]
+    return [a for a in operands if isinstance(a, torch.fx.Node)]
 
 
 def _without_leading_one(entry: torch.fx.Node) -> torch.fx.Node | None:
@@ -230,6 +245,8 @@ def _reshape_source(entry: torch.fx.Node) -> torch.fx.Node:
 def _squeezed_op(graph: torch.fx.Graph, node: torch.fx.Node, squeezed: dict) -> torch.fx.Node:
     """``node`` on 3-D inputs: dimension ``d`` of the 4-D op is ``d - 1``."""
     target, args = node.target, node.args
+    if target == aten.cat.default:
+        return insert_op(graph, target, ([squeezed[t] for t in args[0]], args[1] % 4 - 1), origin=node)
     x = squeezed[args[0]]
     if target == aten.matmul.default:
         return insert_op(graph, aten.bmm.default, (x, squeezed[args[1]]), origin=node)
@@ -244,6 +261,10 @@ def _squeezed_op(graph: torch.fx.Graph, node: torch.fx.Node, squeezed: dict) -> 
     if target == aten.slice.Tensor:
         return insert_op(graph, target, (x, args[1] % 4 - 1, *args[2:]), origin=node)
     if target in RESHAPES:
-        return x
+        if list(tensor_of(args[0]).shape) == list(tensor_of(node).shape):
+            return x
+        return insert_op(graph, target, (x, list(args[1])[1:]), origin=node)
+    if target in CONSTANT_PADDINGS:
+        return insert_op(graph, target, (x, *args[1:]), dict(node.kwargs), origin=node)
     other = squeezed.get(args[1], args[1])
     return insert_op(graph, target, (x, other, *args[2:]), dict(node.kwargs), origin=node)

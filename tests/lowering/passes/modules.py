@@ -80,3 +80,60 @@ class MaskedAttention(torch.nn.Module):
                 scores = scores.masked_fill(~keep, float("-inf"))
             out = torch.matmul(scores.softmax(-1), v)
         return self.out(out.transpose(1, 2).contiguous().reshape(1, frames, 32))
+
+
+HEADS, WIDTH, TABLE_POSITIONS = 2, 16, 100
+"""The relative-shift attention's heads, features and the positions its sinusoid table covers."""
+# A signal of frames, as a feature extractor's output: at a length of frames itself, export cannot prove the skew's
+# view valid ((2T - 1) % T != 0 for every T > 1) and fixes the length.
+SIGNAL = WIDTH * Dim("frames", min=4, max=48)
+
+
+def sinusoids(positions: int, width: int, *, interleaved: bool) -> torch.Tensor:
+    """A Transformer-XL table of distances ``positions - 1 .. -(positions - 1)``: sines and cosines, in pairs of
+    columns (``interleaved``, Wav2Vec2-Conformer's) or in two halves (ESPnet's and NeMo's older layout)."""
+    distances = torch.arange(positions - 1, -positions, -1, dtype=torch.float32).unsqueeze(1)
+    frequencies = torch.exp(torch.arange(0, width, 2, dtype=torch.float32) * -(math.log(10000.0) / width))
+    sines, cosines = torch.sin(distances * frequencies), torch.cos(distances * frequencies)
+    table = torch.stack([sines, cosines], dim=2).flatten(1) if interleaved else torch.cat([sines, cosines], dim=1)
+    return table.unsqueeze(0)
+
+
+class RelativeShiftScores(torch.nn.Module):
+    """Wav2Vec2-Conformer's relative attention: the table cut to the length, projected, scored against the queries
+    and skewed, added to the content scores."""
+
+    def __init__(self, table: torch.Tensor, heads: int = HEADS) -> None:
+        super().__init__()
+        self.heads, self.head_dim = heads, WIDTH // heads
+        self.register_buffer("pe", table, persistent=False)
+        self.linear_pos = torch.nn.Linear(WIDTH, WIDTH, bias=False)
+        self.linear_q = torch.nn.Linear(WIDTH, WIDTH)
+        self.pos_bias_v = torch.nn.Parameter(torch.randn(heads, WIDTH // heads))
+
+    def table(self, n: int) -> torch.Tensor:
+        """The sinusoids of distances ``n - 1 .. -(n - 1)``: ``[1, 2n - 1, WIDTH]``."""
+        center = self.pe.shape[1] // 2
+        return self.pe[:, center - n + 1 : center + n]
+
+    def forward(self, signal):
+        x = signal.view(1, -1, WIDTH)
+        n = x.shape[1]
+        positions = self.linear_pos(self.table(n))
+        positions = positions.view(1, -1, self.heads, self.head_dim).permute(0, 2, 3, 1)
+        q = self.linear_q(x).view(1, n, self.heads, self.head_dim).transpose(1, 2)
+        scores = self.shift(torch.matmul(q + self.pos_bias_v[None, :, None, :], positions))
+        weights = torch.softmax(torch.matmul(q, q.transpose(-1, -2)) * 0.25 + scores, -1)
+        return torch.matmul(weights, q).transpose(1, 2).reshape(1, n, WIDTH)
+
+    @staticmethod
+    def shift(scores: torch.Tensor) -> torch.Tensor:
+        """transformers' and NeMo's: a zero column padded."""
+        shape = scores.shape
+        padded = torch.nn.functional.pad(scores, (1, 0)).view(*shape[:2], shape[3] + 1, shape[2])
+        return padded[..., 1:, :].view(shape)[..., : shape[2]]
+
+
+def relative_shift_frames(n: int) -> tuple[torch.Tensor]:
+    """:class:`RelativeShiftScores`' input of ``n`` frames."""
+    return (torch.randn(1, n * WIDTH),)

@@ -5,8 +5,15 @@ from __future__ import annotations
 import torch
 
 from audiodeploy.lowering.passes.attention_heads_as_batch import AttentionHeadsAsBatchPass
-from tests.lowering.passes.modules import lower_attention_stock_and_rewritten
-from tests.pipeline import assert_rewrites, export_aten
+from tests.lowering.passes.modules import (
+    SIGNAL,
+    TABLE_POSITIONS,
+    WIDTH,
+    RelativeShiftScores,
+    lower_attention_stock_and_rewritten,
+    relative_shift_frames,
+)
+from tests.pipeline import assert_rewrites, export_aten, lower_and_compare
 
 
 class EagerAttention(torch.nn.Module):
@@ -44,3 +51,17 @@ def test_fp32_static_attention_is_written_as_3d_bmms():
 def test_does_nothing_on_a_batch_of_two():
     ep = export_aten(EagerAttention().eval(), (torch.randn(2, 20, 32),))
     assert not AttentionHeadsAsBatchPass(ep)(ep.graph_module).modified
+
+
+def test_fp32_attention_around_a_relative_shift_left_outside_is_a_batch():
+    """The skew's views have two sizes that depend on the length: they stay outside the delegate, in 3-D, and the
+    products and the softmax around them are batched matmuls inside it."""
+    torch.manual_seed(0)
+    module = RelativeShiftScores(torch.randn(1, 2 * TABLE_POSITIONS - 1, WIDTH)).eval()
+    frames = [relative_shift_frames(n) for n in (20, 4, 48, 33)]
+    stock = lower_and_compare(module, frames[0], rewrite=False, dynamic_shapes=({1: SIGNAL},), also_run=frames[1:])
+    report = lower_and_compare(module, frames[0], dynamic_shapes=({1: SIGNAL},), also_run=frames[1:])
+    assert "AttentionHeadsAsBatchPass" in report.rewrites, report.rewrites
+    assert stock.ops_outside_delegates.get("aten.expand_copy", 0) > 0, stock
+    # Outside: the table cut to the length, and the skew's two views and two slices.
+    assert report.ops_outside_delegates == {"aten.slice_copy": 3, "aten.view_copy": 2, "sym_size.int": 1}, report
