@@ -74,8 +74,7 @@ class SizesReadFromInputsPass(NodeRewritePass):
             written = self._write(formula, node)
         except _NotWritable as error:
             return Skip(f"its formula {formula} has {error}, which ExecuTorch's size ops do not compute")
-        if not isinstance(written, torch.fx.Node):
-            return Skip("its size is a number")
+        assert isinstance(written, torch.fx.Node)  # a formula with a symbol is written as ops
         written.meta["val"] = size
         return written
 
@@ -99,7 +98,7 @@ class SizesReadFromInputsPass(NodeRewritePass):
         if isinstance(formula, sympy.Mul):
             product: torch.fx.Node | int = 1
             for factor in sorted(formula.args, key=_constants_last):
-                if not (isinstance(factor, sympy.Integer) or factor.is_integer):
+                if not factor.is_integer:
                     raise _NotWritable(type(factor).__name__)
                 product = self._op(operator.mul, product, self._write(factor, origin), origin)
             return product

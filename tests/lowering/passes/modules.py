@@ -10,7 +10,8 @@ import torch.nn.functional as F
 from torch.export import Dim
 
 from audiodeploy.lowering import MethodReport
-from tests.pipeline import lower_stock_and_rewritten
+from tests.pipeline import lower_and_compare, lower_stock_and_rewritten
+from tests.shared import shared_value
 
 ATTENTION_FRAMES = Dim("frames", min=8, max=64)
 """The lengths the attention tests export an utterance's features ``[1, T, 32]`` for."""
@@ -137,3 +138,23 @@ class RelativeShiftScores(torch.nn.Module):
 def relative_shift_frames(n: int) -> tuple[torch.Tensor]:
     """:class:`RelativeShiftScores`' input of ``n`` frames."""
     return (torch.randn(1, n * WIDTH),)
+
+
+def learnt_relative_shift_table() -> torch.Tensor:
+    """A table for :class:`RelativeShiftScores` that the sinusoid rewrite does not take: its shift stays outside the
+    delegate."""
+    return torch.randn(1, 2 * TABLE_POSITIONS - 1, WIDTH)
+
+
+def lowered_learnt_relative_shift() -> MethodReport:
+    """:class:`RelativeShiftScores` with a :func:`learnt_relative_shift_table` (seed 0) lowered over :data:`SIGNAL`
+    and checked against eager at 20, 4, 48 and 33 frames: its report, lowered once per test run for the tests of
+    the passes that shape it (the attention around the shift, the sizes read from the input)."""
+
+    def lower() -> MethodReport:
+        torch.manual_seed(0)
+        module = RelativeShiftScores(learnt_relative_shift_table()).eval()
+        frames = [relative_shift_frames(n) for n in (20, 4, 48, 33)]
+        return lower_and_compare(module, frames[0], dynamic_shapes=({1: SIGNAL},), also_run=frames[1:])
+
+    return shared_value("lowered-learnt-relative-shift", lower)

@@ -5,12 +5,12 @@ import torch
 from audiodeploy.lowering.passes.sizes_read_from_inputs import SizesReadFromInputsPass
 from tests.lowering.passes.modules import (
     SIGNAL,
-    TABLE_POSITIONS,
     WIDTH,
     RelativeShiftScores,
-    relative_shift_frames,
+    learnt_relative_shift_table,
+    lowered_learnt_relative_shift,
 )
-from tests.pipeline import assert_program_matches_eager, export_aten, lower_and_compare
+from tests.pipeline import assert_program_matches_eager, export_aten
 
 HEADER = 8
 """Samples :class:`HeaderedShiftScores` drops before its frames: the input is ``16 T + 8`` samples long."""
@@ -23,25 +23,13 @@ class HeaderedShiftScores(RelativeShiftScores):
         return super().forward(signal[:, HEADER:])
 
 
-def _learned_table() -> torch.Tensor:
-    """A table the sinusoid rewrite does not take: the shift stays outside the delegate."""
-    return torch.randn(1, 2 * TABLE_POSITIONS - 1, WIDTH)
-
-
 def _sizes_read(program) -> list[torch.fx.Node]:
     """What each size op of ``program`` reads its size from."""
     return [n.args[0] for n in program.graph.nodes if n.target is torch.ops.aten.sym_size.int]
 
 
 def test_fp32_a_relative_shift_left_outside_splits_the_delegate_once():
-    torch.manual_seed(0)
-    module = RelativeShiftScores(_learned_table()).eval()
-    report = lower_and_compare(
-        module,
-        relative_shift_frames(20),
-        dynamic_shapes=({1: SIGNAL},),
-        also_run=[relative_shift_frames(n) for n in (4, 48, 33)],
-    )
+    report = lowered_learnt_relative_shift()
     assert "SizesReadFromInputsPass" in report.rewrites, report.rewrites
     # The table is cut before the first delegate; the skew's views and slices run between the two.
     assert report.delegates == 2, report
@@ -51,8 +39,12 @@ def test_fp32_a_relative_shift_left_outside_splits_the_delegate_once():
 def test_every_size_is_read_from_the_input_as_its_formula():
     torch.manual_seed(0)
     for module, dynamic_shapes, samples in [
-        (RelativeShiftScores(_learned_table()), {1: SIGNAL}, lambda n: n * WIDTH),  # T = S // 16
-        (HeaderedShiftScores(_learned_table()), {1: SIGNAL + HEADER}, lambda n: n * WIDTH + HEADER),  # (S - 8) // 16
+        (RelativeShiftScores(learnt_relative_shift_table()), {1: SIGNAL}, lambda n: n * WIDTH),  # T = S // 16
+        (
+            HeaderedShiftScores(learnt_relative_shift_table()),
+            {1: SIGNAL + HEADER},
+            lambda n: n * WIDTH + HEADER,
+        ),  # (S - 8) // 16
     ]:
         cases = [(torch.randn(1, samples(n)),) for n in (20, 4, 48, 33)]
         program = export_aten(module.eval(), cases[0], dynamic_shapes=(dynamic_shapes,))
