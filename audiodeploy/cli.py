@@ -42,8 +42,9 @@ if TYPE_CHECKING:
     import torch
 
     from audiodeploy.bench import BenchRequest
-    from audiodeploy.lowering import LoweredProgram, LoweringReport
+    from audiodeploy.lowering import LoweredProgram
     from audiodeploy.program.description import Sidecar
+    from audiodeploy.program.report import LoweringReport
     from audiodeploy.recipes.registry import Recipe
     from audiodeploy.recipes.spec import BuiltModel, LengthRange
     from audiodeploy.runtime.model import (
@@ -1152,8 +1153,8 @@ def _print_sidecar_summary(model: Path, buffer: bytes, program: Program | None) 
 
 
 def _lowering_report(model: Path, sidecar: Sidecar) -> LoweringReport:
-    from audiodeploy.lowering import LoweringReport
     from audiodeploy.program.description import sidecar_path
+    from audiodeploy.program.report import LoweringReport
 
     try:
         return LoweringReport.from_dict(dict(sidecar.lowering))

@@ -44,8 +44,8 @@ from .errors import CalibrationError
 if TYPE_CHECKING:
     import torch
 
-    from audiodeploy.lowering.report import QuantizationReport
     from audiodeploy.program.audio import AudioFile
+    from audiodeploy.program.report import QuantizationReport
 
     from .spec import BuiltModel
 

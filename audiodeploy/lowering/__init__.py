@@ -21,7 +21,7 @@ from audiodeploy.lowering.quantize import (
     QuantizationError,
     QuantizationScheme,
 )
-from audiodeploy.lowering.report import (
+from audiodeploy.program.report import (
     DeclinedGemm,
     Fold,
     Fp32Gemm,

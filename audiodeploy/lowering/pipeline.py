@@ -101,7 +101,9 @@ from audiodeploy.lowering.quantize import (
     generated_signals,
     quantize_program,
 )
-from audiodeploy.lowering.report import (
+from audiodeploy.lowering.report import describe_lowered_method
+from audiodeploy.program import fidelity as fidelity_measures
+from audiodeploy.program.report import (
     Fold,
     Fp32Gemm,
     GemmSensitivity,
@@ -112,9 +114,7 @@ from audiodeploy.lowering.report import (
     QuantizationReport,
     QuantizedMethod,
     SkippedRewrite,
-    describe_lowered_method,
 )
-from audiodeploy.program import fidelity as fidelity_measures
 
 logger = logging.getLogger(__name__)
 

@@ -60,8 +60,8 @@ from torch.export import ExportedProgram
 from audiodeploy.errors import AudiodeployError
 from audiodeploy.lowering.passes._gemms import gemm_label
 from audiodeploy.lowering.passes.conv1d_as_conv2d import Conv1dAsConv2dPass
-from audiodeploy.lowering.report import GemmSensitivity
 from audiodeploy.program.fidelity import Measure, measure, output_snr_db
+from audiodeploy.program.report import GemmSensitivity
 
 aten = torch.ops.aten
 

@@ -423,7 +423,7 @@ class Sidecar(Record):
     program_bytes: int
     description: ProgramDescription = field(metadata=json_key("model"))
     lowering: dict[str, Any]
-    """The lowering report (`audiodeploy.lowering.LoweringReport.to_dict`): the lowering core owns its shape."""
+    """The lowering report (`audiodeploy.program.report.LoweringReport.to_dict`), which the lowering core writes."""
     versions: dict[str, str]
     path: Path | None = field(default=None, compare=False, metadata=NOT_IN_JSON)
     """Where it was read from (`read_sidecar`); None for one made in this process."""

@@ -31,9 +31,9 @@ from audiodeploy import recipes
 from audiodeploy.lowering.passes import rewrite_for_xnnpack
 from audiodeploy.lowering.passes.fold_computed_gemm_weights import apply_folds, plan_folds
 from audiodeploy.lowering.quantize import Quantization, QuantizationScheme, quantize_program
-from audiodeploy.lowering.report import QuantizationReport, QuantizedMethod
 from audiodeploy.program import fidelity
 from audiodeploy.program.audio import AudioFile
+from audiodeploy.program.report import QuantizationReport, QuantizedMethod
 from audiodeploy.recipes.calibration import (
     MIN_CALIBRATION_SECONDS,
     calibration_files,

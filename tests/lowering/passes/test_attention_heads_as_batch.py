@@ -6,14 +6,10 @@ import torch
 
 from audiodeploy.lowering.passes.attention_heads_as_batch import AttentionHeadsAsBatchPass
 from tests.lowering.passes.modules import (
-    SIGNAL,
-    RelativeShiftScores,
-    learnt_relative_shift_table,
     lower_attention_stock_and_rewritten,
     lowered_learnt_relative_shift,
-    relative_shift_frames,
 )
-from tests.pipeline import assert_rewrites, export_aten, lower_and_compare
+from tests.pipeline import assert_rewrites, export_aten
 
 
 class EagerAttention(torch.nn.Module):
@@ -55,13 +51,9 @@ def test_does_nothing_on_a_batch_of_two():
 
 def test_fp32_attention_around_a_relative_shift_left_outside_is_a_batch():
     """The skew's views have two sizes that depend on the length: they stay outside the delegate, in 3-D, and the
-    products and the softmax around them are batched matmuls inside it."""
-    torch.manual_seed(0)
-    module = RelativeShiftScores(learnt_relative_shift_table()).eval()
-    frames = [relative_shift_frames(n) for n in (20, 4, 48, 33)]
-    stock = lower_and_compare(module, frames[0], rewrite=False, dynamic_shapes=({1: SIGNAL},), also_run=frames[1:])
+    products and the softmax around them are batched matmuls inside it (stock lowering leaves the 4-D matmuls'
+    expand copies outside too, and splits the delegate at each)."""
     report = lowered_learnt_relative_shift()
     assert "AttentionHeadsAsBatchPass" in report.rewrites, report.rewrites
-    assert stock.ops_outside_delegates.get("aten.expand_copy", 0) > 0, stock
     # Outside: the table cut to the length, and the skew's two views and two slices.
     assert report.ops_outside_delegates == {"aten.slice_copy": 3, "aten.view_copy": 2, "sym_size.int": 1}, report
