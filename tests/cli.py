@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import os
 import subprocess
 import sys
@@ -26,6 +27,28 @@ def audiodeploy(
         env=env or OFFLINE,
         **kwargs,
     )
+
+
+def audiodeploy_importing(
+    *args: str, modules: tuple[str, ...] = ("torch", "executorch", "transformers")
+) -> tuple[subprocess.CompletedProcess[str], list[str]]:
+    """``audiodeploy *args`` run in a fresh Python process, as :func:`audiodeploy` runs it, and which of ``modules``
+    it had imported when it exited."""
+    script = (
+        "import runpy, sys\n"
+        f"sys.argv = ['audiodeploy', *{list(args)!r}]\n"
+        "status = 0\n"
+        "try:\n"
+        "    runpy.run_module('audiodeploy', run_name='__main__')\n"
+        "except SystemExit as exit:\n"
+        "    status = exit.code or 0\n"
+        f"print(repr((status, sorted(name for name in {modules!r} if name in sys.modules))))\n"
+    )
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=OFFLINE, timeout=120)
+    assert result.returncode == 0, result.stderr
+    *output, last = result.stdout.splitlines(keepends=True)
+    status, imported = ast.literal_eval(last)
+    return subprocess.CompletedProcess(result.args, status, "".join(output), result.stderr), imported
 
 
 def assert_clean_error(result: subprocess.CompletedProcess[str], *words: str, status: int = 2) -> str:

@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
 import numpy as np
 import soundfile
 
-from tests.cli import OFFLINE, assert_clean_error, audiodeploy, write_tone
+from tests.cli import assert_clean_error, audiodeploy, audiodeploy_importing, write_tone
 
 
 def test_list_shows_every_recipe():
@@ -38,17 +36,10 @@ def test_inspect_profile_shows_where_the_time_goes(asr_model):
 
 
 def test_inspect_agrees_with_the_sidecar_and_imports_neither_torch_nor_the_lowering_core(asr_model):
-    script = (
-        "import runpy, sys\n"
-        f"sys.argv = ['audiodeploy', 'inspect', {str(asr_model)!r}]\n"
-        "try:\n"
-        "    runpy.run_module('audiodeploy', run_name='__main__')\n"
-        "except SystemExit as exit:\n"
-        "    assert not exit.code, exit.code\n"
-        "print(sorted(name for name in ('torch', 'executorch', 'audiodeploy.lowering') if name in sys.modules))\n"
+    result, imported = audiodeploy_importing(
+        "inspect", str(asr_model), modules=("torch", "executorch", "audiodeploy.lowering")
     )
-    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=OFFLINE, timeout=120)
-    assert result.returncode == 0 and result.stdout.splitlines()[-1] == "[]", result
+    assert result.returncode == 0 and imported == [], (result, imported)
     sidecar = json.loads(asr_model.with_suffix(".json").read_text())
     delegates = sidecar["lowering"]["methods"]["forward"]["delegates"]
     assert f"method forward: {delegates} delegate call(s)" in result.stdout

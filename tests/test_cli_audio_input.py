@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 import soundfile
 
-from tests.cli import OFFLINE, assert_clean_error, audiodeploy, snapshot
+from tests.cli import OFFLINE, assert_clean_error, audiodeploy, audiodeploy_importing, snapshot
 
 # Runs `audiodeploy ARGS...` as the only child of a fresh interpreter, so that RUSAGE_CHILDREN's peak is that of
 # the command alone, and writes the peak (kB on Linux) to the file named first.
@@ -209,14 +209,8 @@ def test_an_input_that_cannot_be_read_is_refused_before_torch_is_imported(
     elif make == "not audio":
         given.write_text("not audio\n")
     program = asr_model if model == "asr" else vocoder_model
-    script = (
-        "import runpy, sys\n"
-        f"sys.argv = ['audiodeploy', 'run', {str(program)!r}, {str(given)!r}, '-o', {str(tmp_path / 'out.wav')!r}]\n"
-        "try:\n"
-        "    runpy.run_module('audiodeploy', run_name='__main__')\n"
-        "except SystemExit as exit:\n"
-        "    print(exit.code, sorted(name for name in ('torch', 'executorch') if name in sys.modules))\n"
+    result, imported = audiodeploy_importing(
+        "run", str(program), str(given), "-o", str(tmp_path / "out.wav"), modules=("torch", "executorch")
     )
-    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=OFFLINE, timeout=120)
-    assert result.stdout.splitlines() == ["2 []"], result
-    assert words in result.stderr and result.stderr.count("\n") == 1, result.stderr
+    assert_clean_error(result, words)
+    assert imported == [] and result.stderr.count("\n") == 1, (imported, result.stderr)

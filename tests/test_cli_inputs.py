@@ -16,7 +16,7 @@ import soundfile
 import torch
 
 from audiodeploy.program.description import program_digest
-from tests.cli import OFFLINE, assert_clean_error, audiodeploy, write_tone
+from tests.cli import OFFLINE, assert_clean_error, audiodeploy, audiodeploy_importing, write_tone
 
 TINY_WAV2VEC2 = ("export", "wav2vec2", "--variant", "tiny")
 
@@ -84,6 +84,26 @@ def test_export_names_a_corrupt_weights_file_of_a_pretrained_directory(pretraine
     assert_clean_error(result, *words, "download or save the weights again")
     _assert_no_unsafe_advice(result)
     assert not (tmp_path / "w.pte").exists()
+
+
+@pytest.mark.parametrize(
+    ("make", "words"),
+    [
+        ("nothing", "not found: no such directory"),
+        ("file", "is a file, but source 'transformers' loads a directory saved with save_pretrained()"),
+        ("directory", "has no config.json"),
+    ],
+)
+def test_a_mistyped_weights_path_is_refused_before_any_model_library_is_imported(tmp_path, make, words):
+    """Within a second, not after the seconds that importing transformers and torch takes."""
+    weights = tmp_path / "weights"
+    if make == "file":
+        weights.write_text("{}")
+    elif make == "directory":
+        weights.mkdir()
+    result, imported = audiodeploy_importing(*TINY_WAV2VEC2, "--weights", str(weights))
+    assert_clean_error(result, words)
+    assert imported == [], imported
 
 
 @pytest.mark.parametrize("recipe", [(), ("wav2vec2",)], ids=["from-config", "named"])
