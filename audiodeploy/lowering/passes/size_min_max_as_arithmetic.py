@@ -31,7 +31,7 @@ from typing import Any
 import torch
 from torch.utils._sympy.value_ranges import bound_sympy
 
-from audiodeploy.lowering.passes._graph import NodeRewritePass, Skip, is_finite_bound, sizes_always
+from audiodeploy.lowering.passes._graph import NodeRewritePass, Skip, insert_op, is_finite_bound, sizes_always
 
 _ALWAYS_FIRST: dict[Any, Callable[[Any, Any], Any]] = {
     torch.sym_min: operator.le,
@@ -58,21 +58,13 @@ class SizeMinMaxAsArithmeticPass(NodeRewritePass):
         if any(bound is None for bound in bounds):
             return Skip("a size with no finite upper bound: no integer form is exact for all of them")
         spread = sum(bound for bound in bounds if bound is not None)  # sizes are >= 0, so |a - b| <= the sum
-        difference = self._size_op(operator.sub, first, second, node)
-        take_second = self._size_op(
-            operator.floordiv, self._size_op(operator.add, difference, spread, node), spread + 1, node
-        )
-        step = self._size_op(operator.mul, difference, take_second, node)
+        difference = insert_op(self.graph, operator.sub, (first, second), origin=node)
+        shifted = insert_op(self.graph, operator.add, (difference, spread), origin=node)
+        take_second = insert_op(self.graph, operator.floordiv, (shifted, spread + 1), origin=node)
+        step = insert_op(self.graph, operator.mul, (difference, take_second), origin=node)
         if node.target is torch.sym_min:
-            return self._size_op(operator.sub, first, step, node)
-        return self._size_op(operator.add, second, step, node)
-
-    def _size_op(self, op: Callable[[Any, Any], Any], x: Any, y: Any, origin: torch.fx.Node) -> torch.fx.Node:
-        """``op(x, y)`` on sizes (nodes or ints), with the symbolic value it has."""
-        new = self.graph.call_function(op, (x, y))
-        new.meta.update({key: item for key, item in origin.meta.items() if key != "val"})
-        new.meta["val"] = op(*(v.meta["val"] if isinstance(v, torch.fx.Node) else v for v in (x, y)))
-        return new
+            return insert_op(self.graph, operator.sub, (first, step), origin=node)
+        return insert_op(self.graph, operator.add, (second, step), origin=node)
 
 
 def _upper_bound(size: int | torch.SymInt) -> int | None:
