@@ -44,6 +44,7 @@ from audiodeploy.lowering.passes.lstm_as_steps import LstmAsStepsPass
 from audiodeploy.lowering.passes.overlap_add_of_irfft_frames_as_convolution import (
     OverlapAddOfIrfftFramesAsConvolutionPass,
 )
+from audiodeploy.lowering.passes.padding_by_a_size_as_concat import PaddingBySizeAsConcatPass
 from audiodeploy.lowering.passes.parameter_only_values_as_constants import ParameterOnlyValuesAsConstantsPass
 from audiodeploy.lowering.passes.reflect_padding_as_concat import ReflectPaddingAsConcatPass
 from audiodeploy.lowering.passes.relative_position_gather_as_shift import RelativePositionGatherAsShiftPass
@@ -104,6 +105,7 @@ XNNPACK_REWRITES = (
     FeatureSlicesAsLinearsPass,  # after the passes above that take slices whole (a cat of slices, a head's slices)
     ReplicatePaddingAsConcatPass,  # emits reshapes and stride-1 convolutions
     ReflectPaddingAsConcatPass,  # the same selection as the one above; before the conv chain and reshape passes
+    PaddingBySizeAsConcatPass,  # emits a cat and full blocks of sizes (read from the input by a pass below)
     DepthwiseTransposedConvAsPhasesPass,  # emits unsqueezes and a reshape
     InverseStftAsConvolutionPass,  # emits convolutions and a view already static: before the reshape passes
     VectorNormAsSumOfSquaresPass,  # emits a conv1d or a sum: before the next and the conv chain pass
