@@ -32,6 +32,7 @@ from audiodeploy.program.vocabulary import STANDARD_ENGLISH, TORCHAUDIO_ENGLISH,
 from ._checkpoints import load_payload
 from ._transformers import (
     load_pretrained,
+    locate,
     optional_file,
     read_config,
     refuse_incomplete,
@@ -399,6 +400,8 @@ class SpeechEncoderRecipe(Recipe[SpeechEncoderArchitecture]):
         return wav2vec2_model(**torchaudio_model_arguments(architecture, num_outputs))
 
     def _build(self, request: BuildRequest[SpeechEncoderArchitecture]) -> BuiltModel:
+        if request.source == "transformers" and request.weights is not None:
+            locate(request.weights)  # a mistyped path is refused before transformers is imported (seconds)
         from ._modules import TorchaudioCtc, TransformersEncoder
 
         if request.source == "transformers":

@@ -163,10 +163,6 @@ class Recipe(ABC, Generic[ArchitectureT]):
         seed: seeds `torch.manual_seed` right before the synthetic model is constructed.
         length_range: durations the export must accept; default: `default_length_range`.
         """
-        if weights is not None and self.source(source) == "transformers":
-            from ._transformers import locate
-
-            locate(weights)  # a mistyped path is refused before transformers is imported (seconds)
         request = BuildRequest(
             variant=self.variant(variant),
             source=self.source(source),

@@ -1,6 +1,6 @@
 """What a lowering did, as the sidecar records it: delegates, ops left outside them, folds, declined GEMMs, and the
-int8 or fp16 fidelity. Plain records that read and describe themselves: ``audiodeploy inspect`` and the runtime's
-profile read them without the lowering core (which builds them, in :mod:`audiodeploy.lowering.report`) or torch."""
+int8 or fp16 fidelity. Plain records that read and describe themselves, so that ``audiodeploy inspect`` shows a
+program's report without importing torch or the lowering core (which builds them: :mod:`audiodeploy.lowering.report`)."""
 
 from __future__ import annotations
 
