@@ -62,16 +62,16 @@ class PaddingBySizeAsConcatPass(NodeRewritePass):
             return Skip(f"a {source.dtype} tensor: the fill is written as a float block")
         (first,) = padded
         dim = source.dim() - 1 - first // 2  # the amounts list the last dimension first
-        left, right = pads[first], pads[first + 1]
-        if not all(sizes_always(operator.ge, a, 0) for a in amounts[first : first + 2]):
+        sides = amounts[first : first + 2]
+        if not all(sizes_always(operator.ge, a, 0) for a in sides):
             return Skip("an amount may be negative (a crop) at some length of the export's range")
-        if any(isinstance(a, torch.SymInt) and a.node.hint == 0 for a in amounts[first : first + 2]):
+        if any(isinstance(a, torch.SymInt) and a.node.hint == 0 for a in sides):
             # ExecuTorch 1.5.1's PruneEmptyTensorsPass drops a concatenation's operand that is empty at the example
             # (its numel is judged at the example's sizes), which would drop the block at every length.
             return Skip("an amount is 0 at the example: ExecuTorch would drop the block from the concatenation")
         parts: list[torch.fx.Node] = [x]
-        for amount, at_end in ((left, False), (right, True)):
-            if _is_zero(amount.meta["val"] if isinstance(amount, torch.fx.Node) else amount):
+        for amount, side, at_end in zip(pads[first : first + 2], sides, (False, True), strict=True):
+            if _is_zero(side):
                 continue
             shape = [amount if i == dim else _size_of(x, i, origin=node, graph=self.graph) for i in range(source.dim())]
             block = insert_op(
